@@ -1,0 +1,88 @@
+// The hardware boundary (leveldb's Env is the model). The engine sees devices
+// only through these interfaces; backends/cpu and backends/cuda implement them,
+// and tests use fakes. Nothing here includes CUDA headers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/problem.h"
+#include "engine/status.h"
+
+namespace arbiter {
+
+// What identifies a device for the verdict store: verdicts measured under one
+// fingerprint are never served under another.
+struct DeviceInfo {
+  std::string backend;         // "cpu" or "cuda"
+  std::string name;            // "NVIDIA H200", CPU model name
+  std::string arch;            // "cpu", "sm_90", ...
+  int compute_capability = 0;  // 90 for sm_90; 0 on CPU
+  int multiprocessors = 0;     // SMs, or CPU threads used
+  int64_t cache_bytes = 0;     // last-level cache flushed for cold timing
+  std::string uuid;            // GPU UUID where there is one
+  std::map<std::string, std::string> versions;  // driver, runtime, cublas, openblas, ...
+
+  // Stable text of every field that can change a measurement; the store key.
+  std::string Fingerprint() const;
+};
+
+// Device memory. Owned by whoever allocated it; freed (or returned to the
+// backend's pool) by its destructor.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual void* data() = 0;
+  virtual size_t bytes() const = 0;
+};
+
+// An ordered queue of device work (a CUDA stream, or the calling thread on CPU).
+// Not thread-safe: one worker uses one stream at a time.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual absl::Status CopyToDevice(Buffer& dst, const void* src, size_t bytes) = 0;
+  virtual absl::Status CopyToHost(void* dst, const Buffer& src, size_t bytes) = 0;
+  // Fills the first `count` elements of `buf` with NaN.
+  virtual absl::Status Poison(Buffer& buf, DType dtype, size_t count) = 0;
+  // Evicts the last-level cache so the next timed run starts cold. Not timed.
+  virtual absl::Status FlushCache() = 0;
+  // Device timer: Start, enqueue work, Stop; ElapsedSeconds waits for it.
+  // On a GPU these are events around the kernel alone, never host wall time.
+  virtual absl::Status TimerStart() = 0;
+  virtual absl::Status TimerStop() = 0;
+  virtual absl::StatusOr<double> ElapsedSeconds() = 0;
+  virtual absl::Status Synchronize() = 0;
+  // f64-accumulated reference over the operands as stored, written to host.
+  virtual absl::Status Reference(const Problem& p, const Buffer& a, const Buffer& b,
+                                 std::vector<double>* c) = 0;
+};
+
+// Thread-safe: provides internal synchronization.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const DeviceInfo& info() const = 0;
+  // Empty when a contract's architecture claim admits this device; else why not.
+  virtual std::string ArchitectureGap(const std::string& claim) const = 0;
+  virtual absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t bytes) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream() = 0;
+  // OK while the device can serve; a sticky device error is reported here and
+  // makes the daemon NOT_SERVING.
+  virtual absl::Status Health() const { return absl::OkStatus(); }
+};
+
+// Arguments of one kernel launch; pointers are device pointers of `stream`'s backend.
+struct GemmArgs {
+  Problem problem;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  Stream* stream = nullptr;
+};
+
+}  // namespace arbiter

@@ -1,0 +1,67 @@
+// A verdict: which candidate serves a (device, dtype, bucket), and the figures
+// it was decided on. Every eligible candidate appears in `results`, timed or
+// unmeasured with a reason - a verdict that raced only some hides the fastest.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/bucket.h"
+#include "engine/contract.h"
+#include "engine/problem.h"
+
+namespace arbiter {
+
+enum class VerdictSource { kMeasured = 1, kForced = 2, kTierDefault = 3, kProvisional = 4 };
+std::string_view VerdictSourceName(VerdictSource s);  // "measured", "forced", ...
+std::optional<VerdictSource> ParseVerdictSource(std::string_view s);
+
+enum class ResultState {
+  kTimed = 1,        // passed the oracle and was timed
+  kFailedOracle = 2, // output outside its declared budget, or NaN/Inf/unwritten
+  kError = 3,        // launch or runtime error, or a declined problem
+  kUnmeasured = 4,   // never timed, with a reason (time budget, not run, ...)
+  kQuarantined = 5,  // a claim (determinism, accuracy) failed when checked
+};
+std::string_view ResultStateName(ResultState s);
+std::optional<ResultState> ParseResultState(std::string_view s);
+
+struct CandidateResult {
+  std::string name;
+  int version = 0;
+  int tier = 0;
+  Determinism determinism = Determinism::kNondeterministic;
+  ResultState state = ResultState::kUnmeasured;
+  std::string reason;           // why not timed, or empty
+  double median_seconds = 0;    // device time; meaningful only when kTimed
+  double spread = 0;            // relative: interquartile range / median
+  int samples = 0;
+  double max_abs_error = 0;     // oracle figures, when the oracle ran
+  double max_rel_error = 0;     // max|c-ref| / max|ref|
+  bool timed() const { return state == ResultState::kTimed; }
+};
+
+struct Verdict {
+  std::string fingerprint;    // DeviceInfo::Fingerprint()
+  DType dtype = DType::kF32;
+  Bucket bucket;
+  std::string candidates;     // "name@version,..." of every candidate raced, sorted
+  std::string winner;
+  int winner_version = 0;
+  VerdictSource source = VerdictSource::kMeasured;
+  std::string reason;         // why the winner won, with the numbers
+  Problem measured;           // the shape the figures were taken on
+  std::vector<CandidateResult> results;
+  int64_t created_unix = 0;
+
+  const CandidateResult* Result(std::string_view name) const;
+};
+
+std::ostream& operator<<(std::ostream& os, const CandidateResult& r);
+std::ostream& operator<<(std::ostream& os, const Verdict& v);
+
+}  // namespace arbiter
