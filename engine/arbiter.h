@@ -42,6 +42,7 @@ struct ArbiterOptions {
   NoisePolicy noise;               // when a challenger displaces the incumbent
   ProblemLimits limits;            // checked before any allocation
   size_t max_queue = 64;           // dispatches waiting for a stream; more get RESOURCE_EXHAUSTED
+  size_t verdict_cache_entries = 4096;  // verdicts kept in memory in front of the store
 };
 
 struct SelectOptions {
@@ -131,22 +132,32 @@ class Arbiter {
 
  private:
   class StreamPool;
+  struct InFlight;
   Arbiter(const ArbiterOptions& options, std::unique_ptr<Backend> backend,
           std::unique_ptr<Registry> registry, std::unique_ptr<VerdictStore> store);
 
-  // Candidates that may run p on this device (coverage, architecture, quarantine), any determinism.
+  // Candidates that may run p on this device (coverage, architecture, quarantine), any
+  // determinism, in registration order. `why_none` collects each one's reason when empty.
   std::vector<const RegisteredCandidate*> Eligible(const Problem& p, std::string* why_none) const;
-  std::string RacedSet(const std::vector<const RegisteredCandidate*>& eligible) const;
-  absl::StatusOr<Verdict> MeasureBucket(const Problem& p, std::optional<std::string> incumbent);
-  // Measures p's bucket once however many callers ask; others wait for the result.
+  // "name@version,..." sorted: the set a verdict for p must have raced to be served.
+  static std::string RacedSet(const std::vector<const RegisteredCandidate*>& eligible);
+  absl::StatusOr<Verdict> MeasureBucket(const Problem& p);
+  // Measures p's bucket once however many callers ask; the others wait for that result.
   absl::StatusOr<Verdict> MeasureOnce(const Problem& p);
-  void StartBackgroundTuning(const Problem& p);
-  Selection FromVerdict(const Verdict& v, Determinism required) const;
+  void EnqueueTuning(const Problem& p);
+  void TuningLoop();
+  absl::StatusOr<Selection> FromVerdict(const Verdict& v, const Problem& p,
+                                        const std::vector<const RegisteredCandidate*>& eligible,
+                                        Determinism required) const;
   absl::StatusOr<Selection> TierDefaultSelection(
       const Problem& p, const std::vector<const RegisteredCandidate*>& eligible,
       Determinism required, VerdictSource source, const std::string& why) const;
-  bool IsQuarantined(const std::string& name, DType dtype, const Bucket& bucket) const;
-  void RefreshQuarantine();
+  bool IsQuarantined(const CandidateSpec& c, DType dtype, const Bucket& bucket) const;
+  absl::Status RefreshQuarantine();
+  std::optional<Verdict> CachedVerdict(const std::string& key);
+  void CacheVerdict(const std::string& key, const Verdict& v);
+  void ClearVerdictCache();
+  static std::string BucketKey(DType dtype, const Bucket& b);
 
   const ArbiterOptions options_;
   std::unique_ptr<Backend> backend_;
@@ -158,11 +169,14 @@ class Arbiter {
   std::atomic<int64_t> measurements_{0};
 
   mutable std::mutex mu_;
-  std::condition_variable idle_cv_;                      // signalled when a measurement ends
-  std::map<std::string, std::shared_ptr<struct InFlight>> in_flight_;  // GUARDED_BY(mu_); key: dtype/bucket
-  std::vector<QuarantineEntry> quarantine_;              // GUARDED_BY(mu_); cache of the store
-  std::vector<std::thread> background_;                  // GUARDED_BY(mu_)
-  int background_running_ = 0;                           // GUARDED_BY(mu_)
+  std::condition_variable cv_;  // signalled when a measurement ends or tuning work arrives
+  std::map<std::string, std::shared_ptr<InFlight>> in_flight_;  // GUARDED_BY(mu_); key: BucketKey
+  std::vector<QuarantineEntry> quarantine_;                     // GUARDED_BY(mu_); the store's, cached
+  std::vector<Problem> tune_queue_;                             // GUARDED_BY(mu_); async misses, deduped
+  bool tuning_busy_ = false;                                    // GUARDED_BY(mu_)
+  bool stopping_ = false;                                       // GUARDED_BY(mu_)
+  std::map<std::string, Verdict> verdict_cache_;                // GUARDED_BY(mu_); bounded
+  std::thread tuning_thread_;
 };
 
 }  // namespace arbiter

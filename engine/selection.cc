@@ -1,1 +1,104 @@
-// placeholder: being written
+#include "engine/selection.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace arbiter {
+
+namespace {
+
+bool Meets(const CandidateResult& r, Determinism required) {
+  return static_cast<int>(r.determinism) >= static_cast<int>(required);
+}
+
+bool Usable(const CandidateResult& r) {
+  return r.state != ResultState::kFailedOracle && r.state != ResultState::kQuarantined &&
+         r.state != ResultState::kError;
+}
+
+const CandidateResult* Find(const std::vector<CandidateResult>& results, std::string_view name) {
+  for (const CandidateResult& r : results) {
+    if (r.name == name) return &r;
+  }
+  return nullptr;
+}
+
+std::string Us(double seconds) { return absl::StrFormat("%.2fus", seconds * 1e6); }
+std::string Pct(double fraction) { return absl::StrFormat("%.1f%%", fraction * 100); }
+
+}  // namespace
+
+std::string TierDefault(const std::vector<CandidateResult>& results, Determinism required) {
+  const CandidateResult* best = nullptr;
+  for (const CandidateResult& r : results) {
+    if (!Meets(r, required) || !Usable(r)) continue;
+    if (best == nullptr || r.tier > best->tier) best = &r;
+  }
+  return best ? best->name : "";
+}
+
+Decision Decide(const std::vector<CandidateResult>& results, Determinism required,
+                const std::optional<std::string>& incumbent, const NoisePolicy& noise) {
+  Decision d;
+  const CandidateResult* fastest = nullptr;
+  for (const CandidateResult& r : results) {
+    if (!Meets(r, required) || !r.timed()) continue;
+    if (fastest == nullptr || r.median_seconds < fastest->median_seconds) fastest = &r;
+  }
+  if (fastest == nullptr) {
+    d.reason = absl::StrCat("no candidate meeting ", DeterminismName(required),
+                            " passed the oracle and was timed");
+    return d;
+  }
+
+  // The incumbent: the previous winner if it still passed, else the tier default among the timed.
+  const CandidateResult* inc = nullptr;
+  std::string inc_kind;
+  if (incumbent) {
+    const CandidateResult* prev = Find(results, *incumbent);
+    if (prev && prev->timed() && Meets(*prev, required)) {
+      inc = prev;
+      inc_kind = "previous winner";
+    }
+  }
+  if (inc == nullptr) {
+    for (const CandidateResult& r : results) {
+      if (!Meets(r, required) || !r.timed()) continue;
+      if (inc == nullptr || r.tier > inc->tier) inc = &r;
+    }
+    inc_kind = "tier default";
+  }
+
+  if (inc == fastest) {
+    d.winner = fastest->name;
+    d.winner_version = fastest->version;
+    d.reason = absl::StrCat("fastest in budget (", Us(fastest->median_seconds), ", spread ",
+                            Pct(fastest->spread), "), also the ", inc_kind);
+    return d;
+  }
+  const double margin = (inc->median_seconds - fastest->median_seconds) / inc->median_seconds;
+  const double spread = std::max({inc->spread, fastest->spread, noise.noise_floor});
+  const double needed = noise.noise_multiple * spread;
+  if (margin > needed) {
+    d.winner = fastest->name;
+    d.winner_version = fastest->version;
+    d.reason = absl::StrCat("fastest in budget: ", Us(fastest->median_seconds), " vs ", inc_kind, " ",
+                            inc->name, " ", Us(inc->median_seconds), ", margin ", Pct(margin),
+                            " beats noise ", absl::StrFormat("%.3g", noise.noise_multiple),
+                            " x ", Pct(spread));
+  } else {
+    d.winner = inc->name;
+    d.winner_version = inc->version;
+    d.reason = absl::StrCat("not separated: ", fastest->name, " ", Us(fastest->median_seconds),
+                            " vs ", inc_kind, " ", inc->name, " ", Us(inc->median_seconds),
+                            ", margin ", Pct(margin), " within noise ",
+                            absl::StrFormat("%.3g", noise.noise_multiple), " x ", Pct(spread),
+                            "; the ", inc_kind, " stays");
+  }
+  return d;
+}
+
+}  // namespace arbiter
