@@ -11,7 +11,7 @@
 
 namespace arbiter {
 
-std::string_view TuningPolicyName(TuningPolicy p) {
+const char* TuningPolicyName(TuningPolicy p) {
   switch (p) {
     case TuningPolicy::kSync: return "sync";
     case TuningPolicy::kAsync: return "async";
@@ -274,7 +274,7 @@ absl::StatusOr<Selection> Arbiter::Select(const Problem& p, const SelectOptions&
   const Bucket bucket = BucketOf(p);
 
   // 1. An operator's force.
-  ASSIGN_OR_RETURN(std::optional<Force> force, store_->GetForce(fingerprint_, p.dtype, bucket));
+  ASSIGN_OR_RETURN(std::optional<arbiter::Force> force, store_->GetForce(fingerprint_, p.dtype, bucket));
   if (force) {
     auto it = std::find_if(eligible.begin(), eligible.end(), [&](const RegisteredCandidate* c) {
       return c->spec.name == force->candidate;
@@ -570,7 +570,7 @@ absl::Status Arbiter::Force(const Problem& p, const std::string& candidate,
                                                       "\" does not cover ", p.ToString(), " (bucket ",
                                                       bucket.ToString(), "): ", gap));
   }
-  Force f{fingerprint_, p.dtype, bucket, candidate, reason,
+  arbiter::Force f{fingerprint_, p.dtype, bucket, candidate, reason,
           std::chrono::duration_cast<std::chrono::seconds>(
               std::chrono::system_clock::now().time_since_epoch())
               .count()};
@@ -582,7 +582,7 @@ absl::StatusOr<bool> Arbiter::Unforce(const Problem& p) {
   return store_->RemoveForce(fingerprint_, p.dtype, BucketOf(p));
 }
 
-absl::StatusOr<std::vector<Force>> Arbiter::ListForces() const {
+absl::StatusOr<std::vector<arbiter::Force>> Arbiter::ListForces() const {
   return store_->ListForces(fingerprint_);
 }
 

@@ -32,7 +32,7 @@
 namespace arbiter {
 
 enum class TuningPolicy { kSync = 1, kAsync = 2, kOff = 3 };
-std::string_view TuningPolicyName(TuningPolicy p);
+const char* TuningPolicyName(TuningPolicy p);
 std::optional<TuningPolicy> ParseTuningPolicy(std::string_view s);
 
 struct ArbiterOptions {
@@ -112,7 +112,7 @@ class Arbiter {
   // NOT_FOUND for an unknown candidate; FAILED_PRECONDITION when it does not cover p.
   absl::Status Force(const Problem& p, const std::string& candidate, const std::string& reason);
   absl::StatusOr<bool> Unforce(const Problem& p);
-  absl::StatusOr<std::vector<Force>> ListForces() const;
+  absl::StatusOr<std::vector<arbiter::Force>> ListForces() const;
   absl::StatusOr<int> Invalidate(const InvalidateScope& scope);
   absl::StatusOr<std::vector<QuarantineEntry>> ListQuarantine() const;
   absl::StatusOr<int> ClearQuarantine(const std::string& candidate);

@@ -53,7 +53,7 @@ std::string Bucket::ToString() const {
 }
 
 std::optional<Bucket> ParseBucket(const std::string& text) {
-  std::vector<std::string_view> parts = absl::StrSplit(text, '.');
+  std::vector<std::string> parts = absl::StrSplit(text, '.');
   if (parts.size() != 3) return std::nullopt;
   auto m = ParseDim('m', parts[0]);
   auto n = ParseDim('n', parts[1]);

@@ -15,7 +15,7 @@ const CandidateMember* CandidateSpec::Member(DType dtype) const {
 
 namespace {
 
-absl::Status Refuse(const CandidateSpec& spec, std::string_view what) {
+absl::Status Refuse(const CandidateSpec& spec, const std::string& what) {
   return absl::InvalidArgumentError(
       absl::StrCat("candidate \"", spec.name, "\": ", what));
 }

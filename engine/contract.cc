@@ -6,7 +6,7 @@
 
 namespace arbiter {
 
-std::string_view DeterminismName(Determinism d) {
+const char* DeterminismName(Determinism d) {
   switch (d) {
     case Determinism::kNondeterministic: return "nondeterministic";
     case Determinism::kRunToRun: return "run_to_run";
@@ -40,7 +40,7 @@ std::ostream& operator<<(std::ostream& os, const MemberContract& c) {
 
 namespace {
 
-absl::Status CheckBound(std::string_view field, double value) {
+absl::Status CheckBound(const char* field, double value) {
   if (!std::isfinite(value) || value <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": expected a finite bound > 0, got ", value));
@@ -48,7 +48,7 @@ absl::Status CheckBound(std::string_view field, double value) {
   return absl::OkStatus();
 }
 
-absl::Status CheckRange(std::string_view dim, int64_t lo, int64_t hi, int64_t align) {
+absl::Status CheckRange(const char* dim, int64_t lo, int64_t hi, int64_t align) {
   if (lo < 1) {
     return absl::InvalidArgumentError(absl::StrCat("shape.min_", dim, ": expected >= 1, got ", lo));
   }

@@ -21,7 +21,7 @@ enum class Determinism {
   kRunToRun = 1,        // bitwise identical output on identical inputs
   kBatchInvariant = 2,  // also: a row of C does not depend on M
 };
-std::string_view DeterminismName(Determinism d);  // "nondeterministic", "run_to_run", "batch_invariant"
+const char* DeterminismName(Determinism d);  // "nondeterministic", "run_to_run", "batch_invariant"
 std::optional<Determinism> ParseDeterminism(std::string_view name);
 std::ostream& operator<<(std::ostream& os, Determinism d);
 

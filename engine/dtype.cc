@@ -17,7 +17,7 @@ size_t ElementSize(DType dtype) {
   return 0;
 }
 
-std::string_view DTypeName(DType dtype) {
+const char* DTypeName(DType dtype) {
   switch (dtype) {
     case DType::kF32: return "f32";
     case DType::kF64: return "f64";

@@ -18,7 +18,7 @@ inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kF64, DType::kF16, DT
 // Bytes per element in storage.
 size_t ElementSize(DType dtype);
 // "f32", "f64", "f16", "bf16".
-std::string_view DTypeName(DType dtype);
+const char* DTypeName(DType dtype);
 std::optional<DType> ParseDType(std::string_view name);
 // Unit roundoff of the storage format (half an ulp at 1.0): 2^-24, 2^-53, 2^-11, 2^-8.
 double UnitRoundoff(DType dtype);

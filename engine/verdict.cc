@@ -4,7 +4,7 @@
 
 namespace arbiter {
 
-std::string_view VerdictSourceName(VerdictSource s) {
+const char* VerdictSourceName(VerdictSource s) {
   switch (s) {
     case VerdictSource::kMeasured: return "measured";
     case VerdictSource::kForced: return "forced";
@@ -22,7 +22,7 @@ std::optional<VerdictSource> ParseVerdictSource(std::string_view s) {
   return std::nullopt;
 }
 
-std::string_view ResultStateName(ResultState s) {
+const char* ResultStateName(ResultState s) {
   switch (s) {
     case ResultState::kTimed: return "timed";
     case ResultState::kFailedOracle: return "failed_oracle";

@@ -17,7 +17,7 @@
 namespace arbiter {
 
 enum class VerdictSource { kMeasured = 1, kForced = 2, kTierDefault = 3, kProvisional = 4 };
-std::string_view VerdictSourceName(VerdictSource s);  // "measured", "forced", ...
+const char* VerdictSourceName(VerdictSource s);  // "measured", "forced", ...
 std::optional<VerdictSource> ParseVerdictSource(std::string_view s);
 
 enum class ResultState {
@@ -27,7 +27,7 @@ enum class ResultState {
   kUnmeasured = 4,   // never timed, with a reason (time budget, not run, ...)
   kQuarantined = 5,  // a claim (determinism, accuracy) failed when checked
 };
-std::string_view ResultStateName(ResultState s);
+const char* ResultStateName(ResultState s);
 std::optional<ResultState> ParseResultState(std::string_view s);
 
 struct CandidateResult {

@@ -1,0 +1,363 @@
+#include "engine/arbiter.h"
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "engine/oracle.h"
+#include "gtest/gtest.h"
+#include "tests/engine/fake_backend.h"
+
+namespace arbiter {
+namespace {
+
+using testing::FakeBackend;
+using testing::FakeCandidate;
+using testing::FakeStream;
+using testing::NaiveGemm;
+using testing::TimedKernel;
+
+// Blocks kernels until opened; says when one has entered. Synchronization, not sleeps.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  int entered = 0;
+  void Pass() {
+    std::unique_lock lock(mu);
+    ++entered;
+    cv.notify_all();
+    cv.wait(lock, [&] { return open; });
+  }
+  void WaitEntered() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return entered > 0; });
+  }
+  void Open() {
+    std::lock_guard lock(mu);
+    open = true;
+    cv.notify_all();
+  }
+};
+
+class ArbiterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("arbiter_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    options_.measure.min_samples = 5;
+    options_.measure.max_samples = 9;
+    options_.measure.warmup_runs = 1;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<Arbiter> Start(std::vector<CandidateSpec> candidates) {
+    auto backend = std::make_unique<FakeBackend>();
+    auto registry = Registry::Create(std::move(candidates), *backend);
+    EXPECT_TRUE(registry.ok()) << registry.status();
+    auto store = VerdictStore::Open((dir_ / "verdicts.db").string());
+    EXPECT_TRUE(store.ok()) << store.status();
+    auto arbiter = Arbiter::Create(options_, std::move(backend), std::move(*registry), std::move(*store));
+    EXPECT_TRUE(arbiter.ok()) << arbiter.status();
+    return std::move(*arbiter);
+  }
+
+  // fast (tier 1, 10us), vendor (tier 3, 100us), broken (tier 3, skips K: fails the oracle),
+  // gpu_only (ineligible here).
+  std::vector<CandidateSpec> Standard(int fast_version = 1) {
+    std::vector<CandidateSpec> c;
+    c.push_back(FakeCandidate("fast", 1, TimedKernel(10e-6, 0.01), Determinism::kRunToRun, fast_version));
+    c.push_back(FakeCandidate("vendor", 3, TimedKernel(100e-6, 0.01)));
+    c.push_back(FakeCandidate("broken", 3, [](const GemmArgs& a) {
+      NaiveGemm(a, a.problem.k - 1, a.problem.m);
+      static_cast<FakeStream*>(a.stream)->Advance(1e-6);
+      return absl::OkStatus();
+    }));
+    CandidateSpec gpu = FakeCandidate("gpu_only", 3, TimedKernel(1e-6));
+    for (auto& m : gpu.members) m.contract.arch = "sm_90a";
+    c.push_back(std::move(gpu));
+    return c;
+  }
+
+  std::filesystem::path dir_;
+  ArbiterOptions options_;
+  const Problem p_{DType::kF32, 24, 40, 64};
+};
+
+// The verdict agrees with its own figures: the winner passed and was timed, and any
+// faster timed candidate was within noise of it.
+void ExpectConsistent(const Verdict& v, const NoisePolicy& noise) {
+  const CandidateResult* w = v.Result(v.winner);
+  ASSERT_NE(w, nullptr) << v;
+  EXPECT_TRUE(w->timed()) << v;
+  for (const CandidateResult& r : v.results) {
+    if (!r.timed() || r.median_seconds >= w->median_seconds) continue;
+    const double margin = (w->median_seconds - r.median_seconds) / w->median_seconds;
+    EXPECT_LE(margin, noise.noise_multiple * std::max({r.spread, w->spread, noise.noise_floor}))
+        << r.name << " is clearly faster than the winner " << v.winner;
+  }
+}
+
+TEST_F(ArbiterTest, SyncMissMeasuresEveryEligibleCandidateAndPicksFastestCorrect) {
+  auto arbiter = Start(Standard());
+  auto s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->source, VerdictSource::kMeasured);
+  ASSERT_TRUE(s->verdict.has_value());
+  const Verdict& v = *s->verdict;
+  ExpectConsistent(v, options_.noise);
+  EXPECT_EQ(s->candidate, v.winner);
+  // Every eligible candidate appears, timed or with a reason; the ineligible one was not raced.
+  ASSERT_EQ(v.results.size(), 3u) << v;
+  EXPECT_EQ(v.Result("broken")->state, ResultState::kFailedOracle);
+  EXPECT_FALSE(v.Result("broken")->reason.empty());
+  EXPECT_EQ(v.Result("broken")->median_seconds, 0.0);  // never a latency
+  EXPECT_EQ(v.Result("gpu_only"), nullptr);
+  EXPECT_TRUE(v.Result("fast")->timed());
+  EXPECT_TRUE(v.Result("vendor")->timed());
+  EXPECT_EQ(arbiter->measurements(), 1);
+}
+
+TEST_F(ArbiterTest, RestartServesStoredVerdictsWithoutMeasuringAgain) {
+  std::string winner;
+  {
+    auto arbiter = Start(Standard());
+    auto s = arbiter->Select(p_, {});
+    ASSERT_TRUE(s.ok()) << s.status();
+    winner = s->candidate;
+  }
+  auto arbiter = Start(Standard());
+  auto s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->source, VerdictSource::kMeasured);
+  EXPECT_EQ(s->candidate, winner);
+  EXPECT_EQ(arbiter->measurements(), 0);
+}
+
+TEST_F(ArbiterTest, VerdictOfAnotherCandidateVersionIsNotServed) {
+  {
+    auto arbiter = Start(Standard(/*fast_version=*/1));
+    ASSERT_TRUE(arbiter->Select(p_, {}).ok());
+  }
+  auto arbiter = Start(Standard(/*fast_version=*/2));
+  auto s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(arbiter->measurements(), 1);
+  EXPECT_NE(s->verdict->candidates.find("fast@2"), std::string::npos);
+}
+
+TEST_F(ArbiterTest, AsyncAnswersAtOnceAndMeasuresOnceUnderConcurrentRequests) {
+  auto gate = std::make_shared<Gate>();
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("gated", 2, [gate](const GemmArgs& a) {
+    gate->Pass();
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    static_cast<FakeStream*>(a.stream)->Advance(5e-6);
+    return absl::OkStatus();
+  }));
+  c.push_back(FakeCandidate("vendor", 3, TimedKernel(100e-6)));
+  options_.tuning = TuningPolicy::kAsync;
+  auto arbiter = Start(std::move(c));
+
+  // The background measurement blocks inside "gated": every answer below comes without it.
+  auto first = arbiter->Select(p_, {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->source, VerdictSource::kProvisional);
+  EXPECT_EQ(first->candidate, "vendor");  // the tier default
+  gate->WaitEntered();
+  std::vector<std::thread> clients;
+  std::atomic<int> provisional{0};
+  for (int i = 0; i < 8; ++i) {
+    clients.emplace_back([&] {
+      auto s = arbiter->Select(p_, {});
+      if (s.ok() && s->source == VerdictSource::kProvisional) ++provisional;
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(provisional.load(), 8);
+  gate->Open();
+  arbiter->WaitIdle();
+  EXPECT_EQ(arbiter->measurements(), 1);
+  auto after = arbiter->Select(p_, {});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->source, VerdictSource::kMeasured);
+}
+
+TEST_F(ArbiterTest, ConcurrentSyncRequestsForOneBucketShareOneMeasurement) {
+  auto gate = std::make_shared<Gate>();
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("gated", 2, [gate](const GemmArgs& a) {
+    gate->Pass();
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    static_cast<FakeStream*>(a.stream)->Advance(5e-6);
+    return absl::OkStatus();
+  }));
+  options_.workers = 2;  // a second stream, so a duplicate measurement could start
+  auto arbiter = Start(std::move(c));
+  std::vector<std::thread> clients;
+  std::atomic<int> measured{0};
+  auto client = [&] {
+    auto s = arbiter->Select(p_, {});
+    if (s.ok() && s->source == VerdictSource::kMeasured) ++measured;
+  };
+  clients.emplace_back(client);
+  gate->WaitEntered();
+  for (int i = 0; i < 7; ++i) clients.emplace_back(client);
+  gate->Open();
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(measured.load(), 8);
+  EXPECT_EQ(arbiter->measurements(), 1);
+}
+
+TEST_F(ArbiterTest, TuningOffAnswersWithTheTierDefault) {
+  options_.tuning = TuningPolicy::kOff;
+  auto arbiter = Start(Standard());
+  auto s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->source, VerdictSource::kTierDefault);
+  EXPECT_EQ(s->candidate, "vendor");  // highest tier, first registered among eligible
+  EXPECT_EQ(arbiter->measurements(), 0);
+}
+
+TEST_F(ArbiterTest, ForceAndUnforce) {
+  auto arbiter = Start(Standard());
+  ASSERT_TRUE(arbiter->Force(p_, "vendor", "pinned by test").ok());
+  auto s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->source, VerdictSource::kForced);
+  EXPECT_EQ(s->candidate, "vendor");
+  EXPECT_EQ(arbiter->measurements(), 0);
+  auto removed = arbiter->Unforce(p_);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_TRUE(*removed);
+  s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->source, VerdictSource::kMeasured);
+}
+
+TEST_F(ArbiterTest, ForceRefusesUnknownAndNonCoveringCandidates) {
+  std::vector<CandidateSpec> c = Standard();
+  CandidateSpec small = FakeCandidate("small_m", 2, TimedKernel(1e-6));
+  for (auto& m : small.members) m.contract.shape.max_m = 16;
+  c.push_back(std::move(small));
+  auto arbiter = Start(std::move(c));
+  EXPECT_EQ(arbiter->Force(p_, "nope", "").code(), absl::StatusCode::kNotFound);
+  const absl::Status s = arbiter->Force(p_, "small_m", "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("M=24 is above its maximum 16"), std::string::npos) << s.message();
+}
+
+TEST_F(ArbiterTest, BrokenDeterminismClaimIsQuarantinedAndNeverServed) {
+  std::vector<CandidateSpec> c = Standard();
+  auto calls = std::make_shared<int>(0);
+  c.push_back(FakeCandidate("flaky", 3, [calls](const GemmArgs& a) {
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    // Claims run_to_run, but every other run perturbs one element by an ulp-sized step.
+    if ((*calls)++ % 2) static_cast<float*>(a.c)[0] *= 1.0000001f;
+    static_cast<FakeStream*>(a.stream)->Advance(1e-6);
+    return absl::OkStatus();
+  }));
+  auto arbiter = Start(std::move(c));
+  auto s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_NE(s->candidate, "flaky");
+  const CandidateResult* r = s->verdict->Result("flaky");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->state, ResultState::kQuarantined);
+  EXPECT_NE(r->reason.find("run_to_run claim failed"), std::string::npos) << r->reason;
+  auto q = arbiter->ListQuarantine();
+  ASSERT_TRUE(q.ok());
+  ASSERT_EQ(q->size(), 1u);
+  EXPECT_EQ((*q)[0].candidate, "flaky");
+  SelectOptions strict;
+  strict.required = Determinism::kRunToRun;
+  auto st = arbiter->Select(p_, strict);
+  ASSERT_TRUE(st.ok());
+  EXPECT_NE(st->candidate, "flaky");
+}
+
+TEST_F(ArbiterTest, BrokenBatchInvarianceClaimIsQuarantined) {
+  std::vector<CandidateSpec> c = Standard();
+  c.push_back(FakeCandidate("m_dependent", 2, [](const GemmArgs& a) {
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    if (a.problem.m < 24) static_cast<float*>(a.c)[0] += 1e-3f;  // row 0 depends on M
+    static_cast<FakeStream*>(a.stream)->Advance(2e-6);
+    return absl::OkStatus();
+  }, Determinism::kBatchInvariant));
+  auto arbiter = Start(std::move(c));
+  auto s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const CandidateResult* r = s->verdict->Result("m_dependent");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->state, ResultState::kQuarantined);
+  EXPECT_NE(r->reason.find("batch_invariant claim failed"), std::string::npos) << r->reason;
+}
+
+TEST_F(ArbiterTest, DeterminismRequirementIsHonouredFromTheSameFigures) {
+  std::vector<CandidateSpec> c = Standard();
+  c.push_back(FakeCandidate("atomic", 2, TimedKernel(1e-6), Determinism::kNondeterministic));
+  auto arbiter = Start(std::move(c));
+  auto any = arbiter->Select(p_, {});
+  ASSERT_TRUE(any.ok());
+  EXPECT_EQ(any->candidate, "atomic");
+  SelectOptions strict;
+  strict.required = Determinism::kRunToRun;
+  auto s = arbiter->Select(p_, strict);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->source, VerdictSource::kMeasured);
+  EXPECT_EQ(s->candidate, "fast");
+  EXPECT_EQ(arbiter->measurements(), 1);
+}
+
+TEST_F(ArbiterTest, InvalidateByCandidateForcesRemeasurement) {
+  auto arbiter = Start(Standard());
+  ASSERT_TRUE(arbiter->Select(p_, {}).ok());
+  const Problem other{DType::kF64, 8, 8, 8};
+  ASSERT_TRUE(arbiter->Select(other, {}).ok());
+  InvalidateScope scope;
+  scope.dtype = DType::kF32;
+  auto removed = arbiter->Invalidate(scope);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, 1);
+  ASSERT_TRUE(arbiter->Select(other, {}).ok());
+  EXPECT_EQ(arbiter->measurements(), 2);  // f64 verdict kept
+  ASSERT_TRUE(arbiter->Select(p_, {}).ok());
+  EXPECT_EQ(arbiter->measurements(), 3);  // f32 re-measured
+}
+
+TEST_F(ArbiterTest, DispatchRunsTheSelectedKernelAndReportsDeviceTime) {
+  auto arbiter = Start(Standard());
+  std::vector<float> a(p_.m * p_.k), b(p_.k * p_.n);
+  FillRandom(DType::kF32, a.data(), a.size(), 7);
+  FillRandom(DType::kF32, b.data(), b.size(), 8);
+  auto r = arbiter->Dispatch(p_, {}, a.data(), a.size() * 4, b.data(), b.size() * 4);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->device_seconds, 0);
+  ASSERT_EQ(r->c.size(), p_.c_bytes());
+  const float* c = reinterpret_cast<const float*>(r->c.data());
+  for (int64_t i = 0; i < p_.m; i += 7)
+    for (int64_t j = 0; j < p_.n; j += 5) {
+      double ref = 0;
+      for (int64_t k = 0; k < p_.k; ++k) ref += double(a[i * p_.k + k]) * b[k * p_.n + j];
+      EXPECT_NEAR(c[i * p_.n + j], ref, 1e-4);
+    }
+}
+
+TEST_F(ArbiterTest, DispatchRejectsWrongOperandSizesBeforeRunning) {
+  auto arbiter = Start(Standard());
+  std::vector<float> a(p_.m * p_.k), b(p_.k * p_.n);
+  auto r = arbiter->Dispatch(p_, {}, a.data(), a.size() * 4 - 4, b.data(), b.size() * 4);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("a: expected 6144 bytes"), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(arbiter->measurements(), 0);
+  auto bad = arbiter->Select(Problem{DType::kF32, 0, 4, 4}, {});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace arbiter

@@ -1,0 +1,145 @@
+// A host-memory Backend for engine tests. Kernels are plain functions over host
+// pointers; the device timer is a virtual clock the kernels advance, so tests
+// control latency and noise exactly, with no sleeps and no real timing.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/candidate.h"
+
+namespace arbiter::testing {
+
+class FakeBuffer final : public Buffer {
+ public:
+  explicit FakeBuffer(size_t bytes) : data_(bytes) {}
+  void* data() override { return data_.data(); }
+  size_t bytes() const override { return data_.size(); }
+
+ private:
+  std::vector<uint8_t> data_;
+};
+
+class FakeStream final : public Stream {
+ public:
+  absl::Status CopyToDevice(Buffer& dst, const void* src, size_t bytes) override {
+    std::memcpy(dst.data(), src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status CopyToHost(void* dst, const Buffer& src, size_t bytes) override {
+    std::memcpy(dst, const_cast<Buffer&>(src).data(), bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Poison(Buffer& buf, DType dtype, size_t count) override {
+    FillNaN(dtype, buf.data(), count);
+    return absl::OkStatus();
+  }
+  absl::Status FlushCache() override { return absl::OkStatus(); }
+  absl::Status TimerStart() override {
+    start_ = clock_;
+    return absl::OkStatus();
+  }
+  absl::Status TimerStop() override {
+    stop_ = clock_;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<double> ElapsedSeconds() override { return stop_ - start_; }
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::Status Reference(const Problem& p, const Buffer& a, const Buffer& b,
+                         std::vector<double>* c) override {
+    const void* ad = const_cast<Buffer&>(a).data();
+    const void* bd = const_cast<Buffer&>(b).data();
+    c->assign(static_cast<size_t>(p.m * p.n), 0.0);
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t kk = 0; kk < p.k; ++kk) {
+        const double av = LoadAsDouble(p.dtype, ad, i * p.k + kk);
+        for (int64_t j = 0; j < p.n; ++j)
+          (*c)[i * p.n + j] += av * LoadAsDouble(p.dtype, bd, kk * p.n + j);
+      }
+    return absl::OkStatus();
+  }
+  // Called by fake kernels: the "device" spends `seconds`.
+  void Advance(double seconds) { clock_ += seconds; }
+
+ private:
+  double clock_ = 0, start_ = 0, stop_ = 0;
+};
+
+class FakeBackend final : public Backend {
+ public:
+  FakeBackend() {
+    info_.backend = "fake";
+    info_.name = "fake device";
+    info_.arch = "fake";
+    info_.versions["fake"] = "1";
+  }
+  const DeviceInfo& info() const override { return info_; }
+  std::string ArchitectureGap(const std::string& claim) const override {
+    return claim == "fake" ? "" : "claim \"" + claim + "\" does not admit the fake device";
+  }
+  absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t bytes) override {
+    return std::make_unique<FakeBuffer>(bytes);
+  }
+  absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override {
+    return std::make_unique<FakeStream>();
+  }
+
+ private:
+  DeviceInfo info_;
+};
+
+// Naive matmul with f32 accumulation for 16-bit dtypes and f32, f64 for f64;
+// `k_used` < K skips the tail (a planted bug), `rows_written` < M leaves rows unwritten.
+inline void NaiveGemm(const GemmArgs& args, int64_t k_used, int64_t rows_written) {
+  const Problem& p = args.problem;
+  for (int64_t i = 0; i < std::min(p.m, rows_written); ++i)
+    for (int64_t j = 0; j < p.n; ++j) {
+      double acc64 = 0;
+      float acc32 = 0;
+      for (int64_t kk = 0; kk < k_used; ++kk) {
+        const double x = LoadAsDouble(p.dtype, args.a, i * p.k + kk) *
+                         LoadAsDouble(p.dtype, args.b, kk * p.n + j);
+        acc64 += x;
+        acc32 += static_cast<float>(x);
+      }
+      StoreFromDouble(p.dtype, args.c, i * p.n + j, p.dtype == DType::kF64 ? acc64 : acc32);
+    }
+}
+
+inline MemberContract FakeContract(DType dtype, Determinism det = Determinism::kRunToRun) {
+  MemberContract c;
+  c.dtype = dtype;
+  c.entry = "fake_entry";
+  c.accuracy = {1e-5, 1e-6};
+  c.determinism = det;
+  c.arch = "fake";
+  return c;
+}
+
+// A candidate for every dtype whose kernel is `run`.
+inline CandidateSpec FakeCandidate(std::string name, int tier, KernelFn run,
+                                   Determinism det = Determinism::kRunToRun, int version = 1) {
+  CandidateSpec spec;
+  spec.name = std::move(name);
+  spec.version = version;
+  spec.tier = tier;
+  for (DType d : kAllDTypes) spec.members.push_back({FakeContract(d, det), run});
+  return spec;
+}
+
+// A correct kernel whose fake device time is `seconds` (times a per-call jitter pattern).
+inline KernelFn TimedKernel(double seconds, double jitter = 0.0) {
+  auto calls = std::make_shared<int>(0);
+  return [=](const GemmArgs& args) {
+    NaiveGemm(args, args.problem.k, args.problem.m);
+    const double wobble = ((*calls)++ % 2 == 0) ? 1 + jitter : 1 - jitter;
+    static_cast<FakeStream*>(args.stream)->Advance(seconds * wobble);
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace arbiter::testing

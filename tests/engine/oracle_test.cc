@@ -1,0 +1,95 @@
+#include "engine/oracle.h"
+
+#include <limits>
+
+#include "engine/measurer.h"
+#include "gtest/gtest.h"
+#include "tests/engine/fake_backend.h"
+
+namespace arbiter {
+namespace {
+
+using testing::FakeStream;
+using testing::NaiveGemm;
+
+struct Output {
+  std::vector<uint8_t> c;
+  std::vector<double> ref;
+};
+
+// Runs the naive kernel (optionally with a planted bug) on random operands, C poisoned first.
+Output RunNaive(const Problem& p, int64_t k_used, int64_t rows_written) {
+  std::vector<uint8_t> a(p.a_bytes()), b(p.b_bytes());
+  Output out;
+  out.c.resize(p.c_bytes());
+  FillRandom(p.dtype, a.data(), p.m * p.k, 1);
+  FillRandom(p.dtype, b.data(), p.k * p.n, 2);
+  FillNaN(p.dtype, out.c.data(), p.m * p.n);
+  FakeStream stream;
+  NaiveGemm(GemmArgs{p, a.data(), b.data(), out.c.data(), &stream}, k_used, rows_written);
+  testing::FakeBuffer ab(a.size()), bb(b.size());
+  std::memcpy(ab.data(), a.data(), a.size());
+  std::memcpy(bb.data(), b.data(), b.size());
+  EXPECT_TRUE(stream.Reference(p, ab, bb, &out.ref).ok());
+  return out;
+}
+
+const AccuracyBudget kBudget{1e-5, 1e-6};
+
+class OracleKTest : public ::testing::TestWithParam<std::tuple<DType, int64_t>> {};
+
+TEST_P(OracleKTest, CorrectKernelPassesAndSkippedKBlockFails) {
+  const auto [dtype, k] = GetParam();
+  const Problem p{dtype, 5, 3, k};
+  const Output good = RunNaive(p, k, p.m);
+  const OracleReport ok = CheckOutput(p, kBudget, good.c.data(), good.ref);
+  EXPECT_TRUE(ok.pass) << p << ": " << ok.detail;
+
+  // A tiled kernel that forgets the last 32-wide K block (or the last element when K <= 32).
+  const int64_t skip = k > 32 ? 32 : 1;
+  const Output bad = RunNaive(p, k - skip, p.m);
+  const OracleReport rejected = CheckOutput(p, kBudget, bad.c.data(), bad.ref);
+  EXPECT_FALSE(rejected.pass) << p << ": max rel " << rejected.max_rel_error;
+  EXPECT_GT(rejected.out_of_budget, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(KFrom16To65536, OracleKTest,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kF64, DType::kF16,
+                                                              DType::kBF16),
+                                            ::testing::Values(16, 256, 4096, 65536)));
+
+TEST(OracleTest, PartiallyWrittenOutputFailsOnPoison) {
+  const Problem p{DType::kF32, 9, 7, 33};
+  const Output bad = RunNaive(p, p.k, p.m / 2);
+  const OracleReport r = CheckOutput(p, kBudget, bad.c.data(), bad.ref);
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.nonfinite, (p.m - p.m / 2) * p.n);
+  EXPECT_NE(r.detail.find("unwritten"), std::string::npos) << r.detail;
+}
+
+TEST(OracleTest, NanOrInfNeverPasses) {
+  const Problem p{DType::kF32, 4, 4, 8};
+  for (float poison : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    Output out = RunNaive(p, p.k, p.m);
+    reinterpret_cast<float*>(out.c.data())[5] = poison;
+    // Even a budget that would accept anything finite must reject it.
+    const OracleReport r = CheckOutput(p, AccuracyBudget{1e30, 1e30}, out.c.data(), out.ref);
+    EXPECT_FALSE(r.pass);
+    EXPECT_EQ(r.nonfinite, 1);
+  }
+}
+
+TEST(OracleTest, ReportsMaxAbsoluteAndRelativeError) {
+  const Problem p{DType::kF64, 2, 2, 4};
+  Output out = RunNaive(p, p.k, p.m);
+  double* c = reinterpret_cast<double*>(out.c.data());
+  c[3] = out.ref[3] + 0.5;
+  const OracleReport r = CheckOutput(p, AccuracyBudget{1.0, 1.0}, out.c.data(), out.ref);
+  EXPECT_NEAR(r.max_abs_error, 0.5, 1e-12);
+  double max_ref = 0;
+  for (double v : out.ref) max_ref = std::max(max_ref, std::abs(v));
+  EXPECT_NEAR(r.max_rel_error, 0.5 / max_ref, 1e-12);
+}
+
+}  // namespace
+}  // namespace arbiter
