@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/oracle.h"
 #include "spdlog/spdlog.h"
 
 namespace arbiter {
@@ -380,12 +381,45 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
     r.c.resize(p.c_bytes());
     RETURN_IF_ERROR((*stream).CopyToHost(r.c.data(), *dc, p.c_bytes()));
     r.selection = sel;
+    if (SampleForVerification()) {
+      // A failed check quarantines the candidate but the (already computed) result is still
+      // returned with the error logged: the client asked for this kernel's answer.
+      if (absl::Status v = VerifyDispatch(p, sel, *member, *stream, *da, *db, r.c); !v.ok()) {
+        spdlog::error("sampled verification of {} on {}: {}", sel.candidate, p.ToString(),
+                      v.ToString());
+      }
+    }
     return r;
   }();
   if (observer_) {
     observer_->OnDispatch(p, sel, result.ok() ? result->device_seconds : 0, result.status());
   }
   return result;
+}
+
+bool Arbiter::SampleForVerification() {
+  if (options_.verify_fraction <= 0) return false;
+  if (options_.verify_fraction >= 1) return true;
+  // Deterministic sampling: every (1/fraction)-th dispatch, so the rate is exact and testable.
+  const uint64_t period = static_cast<uint64_t>(1.0 / options_.verify_fraction + 0.5);
+  return dispatch_counter_.fetch_add(1) % period == 0;
+}
+
+absl::Status Arbiter::VerifyDispatch(const Problem& p, const Selection& sel,
+                                     const CandidateMember& member, Stream& stream, const Buffer& a,
+                                     const Buffer& b, const std::vector<uint8_t>& c) {
+  std::vector<double> ref;
+  RETURN_IF_ERROR(stream.Reference(p, a, b, &ref));
+  const OracleReport report = CheckOutput(p, member.contract.accuracy, c.data(), ref);
+  if (observer_) observer_->OnVerification(p, sel, report.max_rel_error, report.pass);
+  if (report.pass) return absl::OkStatus();
+  const std::string scope = BucketKey(p.dtype, BucketOf(p));
+  RETURN_IF_ERROR(Quarantine(sel.candidate, scope,
+                             absl::StrCat("sampled dispatch ", p.ToString(), " out of budget: ",
+                                          report.detail)));
+  ClearVerdictCache();
+  return absl::DataLossError(absl::StrCat(sel.candidate, " produced an out-of-budget result on ",
+                                          p.ToString(), "; quarantined for ", scope));
 }
 
 absl::StatusOr<Verdict> Arbiter::MeasureBucket(const Problem& p) {

@@ -43,6 +43,8 @@ struct ArbiterOptions {
   ProblemLimits limits;            // checked before any allocation
   size_t max_queue = 64;           // dispatches waiting for a stream; more get RESOURCE_EXHAUSTED
   size_t verdict_cache_entries = 4096;  // verdicts kept in memory in front of the store
+  double verify_fraction = 0.0;    // share of dispatches also checked against the reference;
+                                   // an out-of-budget result quarantines the candidate for its bucket
 };
 
 struct SelectOptions {
@@ -82,6 +84,8 @@ class ArbiterObserver {
                           const absl::Status& status) {}
   virtual void OnTuning(const Problem&, const Verdict&, double wall_seconds) {}
   virtual void OnQuarantine(const QuarantineEntry&) {}
+  // A sampled live dispatch was checked against the reference.
+  virtual void OnVerification(const Problem&, const Selection&, double max_rel_error, bool pass) {}
 };
 
 class Arbiter {
@@ -158,6 +162,11 @@ class Arbiter {
   void CacheVerdict(const std::string& key, const Verdict& v);
   void ClearVerdictCache();
   static std::string BucketKey(DType dtype, const Bucket& b);
+  bool SampleForVerification();
+  // Checks a live dispatch's C (still on the device) against the reference.
+  absl::Status VerifyDispatch(const Problem& p, const Selection& sel, const CandidateMember& member,
+                              Stream& stream, const Buffer& a, const Buffer& b,
+                              const std::vector<uint8_t>& c);
 
   const ArbiterOptions options_;
   std::unique_ptr<Backend> backend_;
@@ -177,6 +186,7 @@ class Arbiter {
   bool stopping_ = false;                                       // GUARDED_BY(mu_)
   std::map<std::string, Verdict> verdict_cache_;                // GUARDED_BY(mu_); bounded
   std::thread tuning_thread_;
+  std::atomic<uint64_t> dispatch_counter_{0};
 };
 
 }  // namespace arbiter

@@ -359,5 +359,34 @@ TEST_F(ArbiterTest, DispatchRejectsWrongOperandSizesBeforeRunning) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(ArbiterTest, SampledVerificationQuarantinesACandidateThatGoesWrongLive) {
+  // "drifty" is correct while measured, then starts skipping a K element on live dispatches.
+  auto live = std::make_shared<std::atomic<bool>>(false);
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("drifty", 2, [live](const GemmArgs& a) {
+    NaiveGemm(a, *live ? a.problem.k - 1 : a.problem.k, a.problem.m);
+    static_cast<FakeStream*>(a.stream)->Advance(1e-6);
+    return absl::OkStatus();
+  }));
+  c.push_back(FakeCandidate("vendor", 3, TimedKernel(100e-6)));
+  options_.verify_fraction = 1.0;
+  auto arbiter = Start(std::move(c));
+  auto s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->candidate, "drifty");
+  *live = true;
+  std::vector<float> a(p_.m * p_.k), b(p_.k * p_.n);
+  FillRandom(DType::kF32, a.data(), a.size(), 7);
+  FillRandom(DType::kF32, b.data(), b.size(), 8);
+  ASSERT_TRUE(arbiter->Dispatch(p_, {}, a.data(), a.size() * 4, b.data(), b.size() * 4).ok());
+  auto q = arbiter->ListQuarantine();
+  ASSERT_TRUE(q.ok());
+  ASSERT_EQ(q->size(), 1u);
+  EXPECT_EQ((*q)[0].candidate, "drifty");
+  auto after = arbiter->Select(p_, {});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->candidate, "vendor");
+}
+
 }  // namespace
 }  // namespace arbiter
