@@ -1,0 +1,191 @@
+// Prometheus metrics of one daemon. Metrics owns the prometheus-cpp registry
+// and, when given a listen address, the HTTP exposer serving it at /metrics.
+// Every family is built once in the constructor; label handles the daemon
+// knows up front (each registered candidate x its dtypes, each RPC method) are
+// created then too, so their series exist from the first scrape and the hot
+// path finds them without a lock. Any other label set is created on first use
+// and cached under a mutex (prometheus-cpp's Family::Add is too slow to call
+// per dispatch).
+//
+// Naming follows Prometheus conventions: prefix arbiter_, base units, counters
+// end in _total, and labels take bounded values only - candidate names from the
+// registry, dtypes, verdict sources, status codes, RPC method names - never
+// shapes, buckets or client identities.
+//
+// Engine events arrive through the ArbiterObserver interface; the services
+// record RPCs through RpcScope; gauges that mirror engine state (queue depth,
+// verdicts stored, forces, quarantine) are read at scrape time from a probe the
+// daemon installs.
+//
+// Thread-safe: provides internal synchronization.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <grpcpp/support/status.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "engine/arbiter.h"
+#include "engine/backend.h"
+#include "engine/registry.h"
+#include "engine/status.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace arbiter::server {
+
+// A candidate and the dtypes it has members for: the label sets created up front.
+struct CandidateLabels {
+  std::string name;
+  std::vector<DType> dtypes;
+};
+std::vector<CandidateLabels> CandidateLabelsOf(const Registry& registry);
+
+struct MetricsOptions {
+  std::string listen;                        // "host:port" for GET /metrics; empty: no HTTP endpoint
+  std::string version;                       // arbiter_build_info{version}
+  std::string commit;                        // arbiter_build_info{commit}
+  std::vector<CandidateLabels> candidates;   // series created at start, at zero
+};
+
+// Engine state mirrored into gauges at each scrape. Unset fields leave their
+// gauge as it was.
+struct MetricsState {
+  std::optional<int64_t> queue_depth;             // dispatches waiting for a stream
+  std::optional<int64_t> verdicts_stored;         // measured verdicts of this device
+  std::optional<int64_t> forces_active;
+  std::optional<int64_t> candidates_quarantined;  // distinct candidates with an entry
+};
+
+class Metrics : public ArbiterObserver {
+ public:
+  // Histogram bucket bounds, in seconds.
+  static std::vector<double> KernelBuckets();  // 1 us .. 10 s
+  static std::vector<double> RpcBuckets();     // 100 us .. 100 s
+  static std::vector<double> TuningBuckets();  // 10 ms .. 1000 s
+
+  // UNAVAILABLE naming the address when the exposer cannot listen on it.
+  static absl::StatusOr<std::unique_ptr<Metrics>> Create(const MetricsOptions& options,
+                                                         const DeviceInfo& device);
+  ~Metrics() override;
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // The port /metrics is served on (resolves a ":0" listen); 0 without an exposer.
+  int port() const;
+
+  // The text exposition a scrape would return now (tests, debugging).
+  std::string Scrape();
+
+  // ArbiterObserver. Called on engine threads.
+  void OnSelection(const Problem& p, const Selection& s, bool cache_hit) override;
+  void OnDispatch(const Problem& p, const Selection& s, double device_seconds,
+                  const absl::Status& status) override;
+  void OnTuning(const Problem& p, const Verdict& v, double wall_seconds) override;
+  void OnQuarantine(const QuarantineEntry& q) override;
+
+  // A live dispatch that was also run through the reference (sampled
+  // verification). Sets the sampled relative-error gauge; counts a violation
+  // when the output was outside the candidate's budget.
+  void OnSampledVerification(const Problem& p, const std::string& candidate,
+                             double max_rel_error, bool within_budget);
+
+  // Health as reported by grpc.health.v1: arbiter_serving is 1 when SERVING.
+  void SetServing(bool serving);
+
+  // Installs the function read at each scrape to refresh the state gauges; it
+  // runs on an exposer thread and must be thread-safe. Pass nullptr before
+  // destroying what it reads (the Arbiter outlives no Metrics, so clear it at
+  // shutdown before the Arbiter goes).
+  void SetStateProbe(std::function<MetricsState()> probe);
+
+  // One RPC: in flight from construction until Finish (or destruction, which
+  // records it as CANCELLED if Finish was never called). `method` is the RPC's
+  // name as in the .proto ("Matmul", "Force", ...). `metrics` may be null.
+  class RpcScope {
+   public:
+    RpcScope(Metrics* metrics, std::string_view method);
+    ~RpcScope();
+    RpcScope(const RpcScope&) = delete;
+    RpcScope& operator=(const RpcScope&) = delete;
+    // Records the outcome; returns `status` so a handler can `return scope.Finish(s);`.
+    const grpc::Status& Finish(const grpc::Status& status);
+
+   private:
+    Metrics* metrics_;
+    std::string method_;
+    std::chrono::steady_clock::time_point start_;
+    bool finished_ = false;
+  };
+
+  // What RpcScope does, for callers that time RPCs themselves.
+  void RpcStarted();
+  void RpcFinished(std::string_view method, grpc::StatusCode code, double seconds);
+
+ private:
+  class ScrapeTarget;
+  // Label handles: those made in the constructor are read without a lock;
+  // later ones live in `dynamic`, guarded by `mu_`.
+  template <typename T>
+  struct Handles {
+    prometheus::Family<T>* family = nullptr;
+    std::vector<double> buckets;  // histograms only
+    std::map<prometheus::Labels, T*> fixed;    // immutable after the constructor
+    std::map<prometheus::Labels, T*> dynamic;  // GUARDED_BY(mu_)
+  };
+
+  Metrics(const MetricsOptions& options, const DeviceInfo& device);
+  template <typename T>
+  T& Get(Handles<T>& handles, const prometheus::Labels& labels);
+  template <typename T>
+  void Preload(Handles<T>& handles, const prometheus::Labels& labels);
+  void RefreshState();
+
+  std::shared_ptr<prometheus::Registry> registry_;
+
+  Handles<prometheus::Histogram> kernel_seconds_;     // {candidate,dtype}
+  Handles<prometheus::Counter> dispatches_;           // {candidate,source,outcome}
+  Handles<prometheus::Gauge> relative_error_;         // {candidate,dtype,origin}
+  Handles<prometheus::Counter> accuracy_violations_;  // {candidate,dtype}
+  Handles<prometheus::Counter> sampled_;              // {candidate,dtype}
+  Handles<prometheus::Counter> quarantines_;          // {candidate}
+  Handles<prometheus::Histogram> rpc_seconds_;        // {method,code}
+  Handles<prometheus::Counter> rpcs_;                 // {method,code}
+  prometheus::Counter* cache_hits_ = nullptr;
+  prometheus::Counter* cache_misses_ = nullptr;
+  prometheus::Counter* tuning_runs_ = nullptr;
+  prometheus::Histogram* tuning_seconds_ = nullptr;
+  prometheus::Gauge* inflight_ = nullptr;
+  prometheus::Gauge* queue_depth_ = nullptr;
+  prometheus::Gauge* verdicts_stored_ = nullptr;
+  prometheus::Gauge* forces_active_ = nullptr;
+  prometheus::Gauge* candidates_quarantined_ = nullptr;
+  prometheus::Gauge* serving_ = nullptr;
+
+  std::mutex mu_;  // guards the `dynamic` maps
+
+  // Held while the probe runs, so SetStateProbe(nullptr) waits out a scrape in progress.
+  std::mutex probe_mu_;
+  std::function<MetricsState()> probe_;  // GUARDED_BY(probe_mu_)
+
+  // Declared last: destroyed first, so no scrape runs on a half-destroyed object.
+  std::shared_ptr<ScrapeTarget> scrape_target_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
+
+}  // namespace arbiter::server

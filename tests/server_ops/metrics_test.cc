@@ -1,0 +1,340 @@
+#include "server/metrics.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace arbiter::server {
+namespace {
+
+// The value of one series in a text exposition, e.g.
+// Value(s, "arbiter_tuning_runs_total") or Value(s, R"(x{a="b"})"); nullopt when absent.
+// Labels appear sorted by name, as prometheus-cpp writes them.
+std::optional<double> Value(const std::string& scrape, const std::string& series) {
+  std::istringstream lines(scrape);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return std::nullopt;
+}
+
+DeviceInfo GpuDevice() {
+  DeviceInfo d;
+  d.backend = "cuda";
+  d.name = "NVIDIA H200";
+  d.arch = "sm_90";
+  d.compute_capability = 90;
+  d.uuid = "GPU-0f3c";
+  d.versions = {{"driver", "580.65"}, {"runtime", "13.0"}};
+  return d;
+}
+
+MetricsOptions Options() {
+  MetricsOptions o;
+  o.version = "0.1.0";
+  o.commit = "abc123";
+  o.candidates = {{"tiled", {DType::kF32, DType::kBF16}}, {"blas", {DType::kF32}}};
+  return o;
+}
+
+std::unique_ptr<Metrics> MakeMetrics(const MetricsOptions& options = Options()) {
+  auto metrics = Metrics::Create(options, GpuDevice());
+  EXPECT_TRUE(metrics.ok()) << metrics.status();
+  return std::move(metrics).value();
+}
+
+Selection Selected(const std::string& candidate, VerdictSource source) {
+  Selection s;
+  s.candidate = candidate;
+  s.version = 1;
+  s.source = source;
+  return s;
+}
+
+CandidateResult Result(const std::string& name, ResultState state, double rel) {
+  CandidateResult r;
+  r.name = name;
+  r.version = 1;
+  r.state = state;
+  r.max_rel_error = rel;
+  return r;
+}
+
+const Problem kF32{DType::kF32, 100, 60, 33};
+
+TEST(MetricsTest, RegisteredCandidateSeriesExistAtZeroBeforeAnyDispatch) {
+  const std::string s = MakeMetrics()->Scrape();
+  EXPECT_EQ(Value(s, R"(arbiter_kernel_seconds_count{candidate="tiled",dtype="bf16"})"), 0);
+  EXPECT_EQ(Value(s, R"(arbiter_accuracy_violations_total{candidate="blas",dtype="f32"})"), 0);
+  EXPECT_EQ(Value(s, R"(arbiter_dispatches_total{candidate="blas",outcome="OK",source="measured"})"), 0);
+  EXPECT_EQ(Value(s, R"(arbiter_rpcs_total{code="OK",method="Matmul"})"), 0);
+  EXPECT_EQ(Value(s, R"(arbiter_rpcs_total{code="OK",method="Force"})"), 0);
+  // Only the dtypes a candidate has members for.
+  EXPECT_FALSE(Value(s, R"(arbiter_kernel_seconds_count{candidate="blas",dtype="bf16"})"));
+}
+
+TEST(MetricsTest, DispatchRecordsKernelTimeByCandidateAndDtype) {
+  auto m = MakeMetrics();
+  m->OnDispatch(kF32, Selected("tiled", VerdictSource::kMeasured), 3e-4, absl::OkStatus());
+  m->OnDispatch(kF32, Selected("tiled", VerdictSource::kMeasured), 5e-4, absl::OkStatus());
+  const std::string s = m->Scrape();
+  EXPECT_EQ(Value(s, R"(arbiter_kernel_seconds_count{candidate="tiled",dtype="f32"})"), 2);
+  EXPECT_NEAR(*Value(s, R"(arbiter_kernel_seconds_sum{candidate="tiled",dtype="f32"})"), 8e-4, 1e-12);
+  EXPECT_EQ(Value(s, R"(arbiter_kernel_seconds_bucket{candidate="tiled",dtype="f32",le="0.0001"})"), 0);
+  EXPECT_EQ(Value(s, R"(arbiter_kernel_seconds_bucket{candidate="tiled",dtype="f32",le="0.0005"})"), 2);
+  EXPECT_EQ(Value(s, R"(arbiter_dispatches_total{candidate="tiled",outcome="OK",source="measured"})"), 2);
+  EXPECT_EQ(Value(s, R"(arbiter_kernel_seconds_count{candidate="blas",dtype="f32"})"), 0);
+}
+
+TEST(MetricsTest, CandidateOutsideTheRegisteredListIsStillCounted) {
+  auto m = MakeMetrics();
+  m->OnDispatch(kF32, Selected("late", VerdictSource::kForced), 1e-3, absl::OkStatus());
+  m->OnDispatch(kF32, Selected("late", VerdictSource::kForced), 1e-3, absl::OkStatus());
+  const std::string s = m->Scrape();
+  EXPECT_EQ(Value(s, R"(arbiter_kernel_seconds_count{candidate="late",dtype="f32"})"), 2);
+  EXPECT_EQ(Value(s, R"(arbiter_dispatches_total{candidate="late",outcome="OK",source="forced"})"), 2);
+}
+
+TEST(MetricsTest, RefusedDispatchCountsItsCodeAndNoKernelTime) {
+  auto m = MakeMetrics();
+  m->OnDispatch(kF32, Selection{}, 0, absl::ResourceExhaustedError("queue full"));
+  m->OnDispatch(kF32, Selected("tiled", VerdictSource::kMeasured), 0, absl::InternalError("launch"));
+  const std::string s = m->Scrape();
+  EXPECT_EQ(Value(s, R"(arbiter_dispatches_total{candidate="none",outcome="RESOURCE_EXHAUSTED",source="none"})"), 1);
+  EXPECT_EQ(Value(s, R"(arbiter_dispatches_total{candidate="tiled",outcome="INTERNAL",source="measured"})"), 1);
+  EXPECT_EQ(Value(s, R"(arbiter_kernel_seconds_count{candidate="tiled",dtype="f32"})"), 0);
+}
+
+TEST(MetricsTest, TuningSetsRelativeErrorOfCheckedCandidatesAndCountsOracleFailures) {
+  auto m = MakeMetrics();
+  Verdict v;
+  v.dtype = DType::kF32;
+  v.results = {Result("tiled", ResultState::kTimed, 2e-7), Result("blas", ResultState::kFailedOracle, 0.25),
+               Result("slow", ResultState::kUnmeasured, 0)};
+  m->OnTuning(kF32, v, 1.5);
+  const std::string s = m->Scrape();
+  EXPECT_EQ(Value(s, "arbiter_tuning_runs_total"), 1);
+  EXPECT_EQ(Value(s, "arbiter_tuning_seconds_count"), 1);
+  EXPECT_EQ(Value(s, "arbiter_tuning_seconds_sum"), 1.5);
+  EXPECT_NEAR(*Value(s, R"(arbiter_candidate_relative_error{candidate="tiled",dtype="f32",origin="tuning"})"),
+              2e-7, 1e-12);
+  EXPECT_EQ(Value(s, R"(arbiter_candidate_relative_error{candidate="blas",dtype="f32",origin="tuning"})"), 0.25);
+  EXPECT_EQ(Value(s, R"(arbiter_accuracy_violations_total{candidate="blas",dtype="f32"})"), 1);
+  EXPECT_EQ(Value(s, R"(arbiter_accuracy_violations_total{candidate="tiled",dtype="f32"})"), 0);
+  // A candidate that produced no output has no error to report.
+  EXPECT_FALSE(Value(s, R"(arbiter_candidate_relative_error{candidate="slow",dtype="f32",origin="tuning"})"));
+}
+
+TEST(MetricsTest, SampledVerificationOutsideBudgetCountsAViolation) {
+  auto m = MakeMetrics();
+  m->OnSampledVerification(kF32, "tiled", 1e-6, /*within_budget=*/true);
+  m->OnSampledVerification(kF32, "tiled", 0.5, /*within_budget=*/false);
+  const std::string s = m->Scrape();
+  EXPECT_EQ(Value(s, R"(arbiter_sampled_verifications_total{candidate="tiled",dtype="f32"})"), 2);
+  EXPECT_EQ(Value(s, R"(arbiter_candidate_relative_error{candidate="tiled",dtype="f32",origin="sampled"})"), 0.5);
+  EXPECT_EQ(Value(s, R"(arbiter_accuracy_violations_total{candidate="tiled",dtype="f32"})"), 1);
+}
+
+TEST(MetricsTest, SelectionsCountVerdictCacheHitsAndMisses) {
+  auto m = MakeMetrics();
+  m->OnSelection(kF32, Selected("tiled", VerdictSource::kMeasured), true);
+  m->OnSelection(kF32, Selected("tiled", VerdictSource::kMeasured), true);
+  m->OnSelection(kF32, Selected("tiled", VerdictSource::kTierDefault), false);
+  const std::string s = m->Scrape();
+  EXPECT_EQ(Value(s, R"(arbiter_verdict_cache_total{result="hit"})"), 2);
+  EXPECT_EQ(Value(s, R"(arbiter_verdict_cache_total{result="miss"})"), 1);
+}
+
+TEST(MetricsTest, QuarantineIsCountedPerCandidate) {
+  auto m = MakeMetrics();
+  QuarantineEntry q;
+  q.candidate = "blas";
+  q.scope = "*";
+  m->OnQuarantine(q);
+  EXPECT_EQ(Value(m->Scrape(), R"(arbiter_quarantines_total{candidate="blas"})"), 1);
+}
+
+TEST(MetricsTest, RpcScopeCountsInFlightThenMethodAndCode) {
+  auto m = MakeMetrics();
+  {
+    Metrics::RpcScope scope(m.get(), "Force");
+    EXPECT_EQ(Value(m->Scrape(), "arbiter_inflight_requests"), 1);
+    grpc::Status returned = scope.Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "no"));
+    EXPECT_EQ(returned.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  { Metrics::RpcScope abandoned(m.get(), "Matmul"); }
+  const std::string s = m->Scrape();
+  EXPECT_EQ(Value(s, "arbiter_inflight_requests"), 0);
+  EXPECT_EQ(Value(s, R"(arbiter_rpcs_total{code="PERMISSION_DENIED",method="Force"})"), 1);
+  EXPECT_EQ(Value(s, R"(arbiter_rpc_seconds_count{code="PERMISSION_DENIED",method="Force"})"), 1);
+  EXPECT_EQ(Value(s, R"(arbiter_rpcs_total{code="CANCELLED",method="Matmul"})"), 1);
+  EXPECT_EQ(Value(s, R"(arbiter_rpcs_total{code="OK",method="Force"})"), 0);
+}
+
+TEST(MetricsTest, RpcScopeWithoutMetricsRecordsNothingAndPassesTheStatusThrough) {
+  Metrics::RpcScope scope(nullptr, "Select");
+  EXPECT_EQ(scope.Finish(grpc::Status::CANCELLED).error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST(MetricsTest, StateGaugesAreReadFromTheProbeAtScrape) {
+  auto m = MakeMetrics();
+  int64_t depth = 3;
+  m->SetStateProbe([&depth] {
+    MetricsState state;
+    state.queue_depth = depth;
+    state.verdicts_stored = 12;
+    state.forces_active = 1;
+    state.candidates_quarantined = 2;
+    return state;
+  });
+  std::string s = m->Scrape();
+  EXPECT_EQ(Value(s, "arbiter_queue_depth"), 3);
+  EXPECT_EQ(Value(s, "arbiter_verdicts_stored"), 12);
+  EXPECT_EQ(Value(s, "arbiter_forces_active"), 1);
+  EXPECT_EQ(Value(s, "arbiter_candidates_quarantined"), 2);
+  depth = 5;
+  EXPECT_EQ(Value(m->Scrape(), "arbiter_queue_depth"), 5);
+
+  // After the probe is cleared the gauges keep their last values.
+  m->SetStateProbe(nullptr);
+  depth = 9;
+  EXPECT_EQ(Value(m->Scrape(), "arbiter_queue_depth"), 5);
+}
+
+TEST(MetricsTest, ServingGaugeFollowsHealth) {
+  auto m = MakeMetrics();
+  EXPECT_EQ(Value(m->Scrape(), "arbiter_serving"), 0);
+  m->SetServing(true);
+  EXPECT_EQ(Value(m->Scrape(), "arbiter_serving"), 1);
+  m->SetServing(false);
+  EXPECT_EQ(Value(m->Scrape(), "arbiter_serving"), 0);
+}
+
+TEST(MetricsTest, BuildAndDeviceInfoCarryTheirLabels) {
+  const std::string s = MakeMetrics()->Scrape();
+  EXPECT_EQ(Value(s, R"(arbiter_build_info{commit="abc123",version="0.1.0"})"), 1);
+  EXPECT_EQ(Value(s, R"(arbiter_device_info{backend="cuda",capability="9.0",driver="580.65",)"
+                     R"(name="NVIDIA H200",runtime="13.0",uuid="GPU-0f3c"})"),
+            1);
+}
+
+// Prometheus conventions the dashboards and alerts rely on.
+TEST(MetricsTest, EveryFamilyIsPrefixedAndTypedByItsSuffix) {
+  auto m = MakeMetrics();
+  m->OnSampledVerification(kF32, "tiled", 1e-6, true);  // the error gauge has a series only once set
+  std::map<std::string, std::string> types;
+  std::istringstream lines(m->Scrape());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# TYPE ", 0) != 0) continue;
+    std::istringstream fields(line.substr(7));
+    std::string name, type;
+    fields >> name >> type;
+    types[name] = type;
+    EXPECT_EQ(name.rfind("arbiter_", 0), 0u) << name;
+    EXPECT_EQ(type == "counter", name.ends_with("_total")) << name << " is a " << type;
+    if (type == "histogram") {
+      EXPECT_TRUE(name.ends_with("_seconds")) << name;
+    }
+  }
+  const std::map<std::string, std::string> expected = {
+      {"arbiter_kernel_seconds", "histogram"},
+      {"arbiter_dispatches_total", "counter"},
+      {"arbiter_candidate_relative_error", "gauge"},
+      {"arbiter_accuracy_violations_total", "counter"},
+      {"arbiter_sampled_verifications_total", "counter"},
+      {"arbiter_quarantines_total", "counter"},
+      {"arbiter_rpc_seconds", "histogram"},
+      {"arbiter_rpcs_total", "counter"},
+      {"arbiter_inflight_requests", "gauge"},
+      {"arbiter_queue_depth", "gauge"},
+      {"arbiter_verdict_cache_total", "counter"},
+      {"arbiter_tuning_runs_total", "counter"},
+      {"arbiter_tuning_seconds", "histogram"},
+      {"arbiter_verdicts_stored", "gauge"},
+      {"arbiter_forces_active", "gauge"},
+      {"arbiter_candidates_quarantined", "gauge"},
+      {"arbiter_serving", "gauge"},
+      {"arbiter_build_info", "gauge"},
+      {"arbiter_device_info", "gauge"},
+  };
+  EXPECT_EQ(types, expected);
+}
+
+// promtool's lint of the exposition (the check CI runs on a live scrape).
+TEST(MetricsTest, ScrapePassesPromtoolCheckMetrics) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "promtool (Debian's prometheus package) is not installed";
+  }
+  auto m = MakeMetrics();
+  m->OnDispatch(kF32, Selected("tiled", VerdictSource::kMeasured), 3e-4, absl::OkStatus());
+  m->OnSampledVerification(kF32, "tiled", 1e-6, true);
+  FILE* promtool = popen("promtool check metrics >/dev/null 2>&1", "w");
+  ASSERT_NE(promtool, nullptr);
+  const std::string s = m->Scrape();
+  fwrite(s.data(), 1, s.size(), promtool);
+  EXPECT_EQ(pclose(promtool), 0) << "promtool check metrics rejected:\n" << s;
+}
+
+TEST(MetricsTest, KernelBucketsSpanOneMicrosecondToTenSecondsIncreasing) {
+  const std::vector<double> b = Metrics::KernelBuckets();
+  ASSERT_FALSE(b.empty());
+  EXPECT_DOUBLE_EQ(b.front(), 1e-6);
+  EXPECT_DOUBLE_EQ(b.back(), 10);
+  for (size_t i = 1; i < b.size(); ++i) EXPECT_LT(b[i - 1], b[i]);
+}
+
+// A plain HTTP GET of /metrics on 127.0.0.1:port; the whole response.
+std::string HttpGet(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) response.append(buf, n);
+    }
+  }
+  close(fd);
+  return response;
+}
+
+TEST(MetricsTest, ExposerServesTheScrapeOverHttp) {
+  MetricsOptions o = Options();
+  o.listen = "127.0.0.1:0";
+  auto m = MakeMetrics(o);
+  ASSERT_GT(m->port(), 0);
+  m->OnDispatch(kF32, Selected("tiled", VerdictSource::kMeasured), 2e-3, absl::OkStatus());
+  const std::string response = HttpGet(m->port());
+  EXPECT_NE(response.find("200 OK"), std::string::npos) << response.substr(0, 200);
+  EXPECT_NE(response.find(R"(arbiter_kernel_seconds_count{candidate="tiled",dtype="f32"} 1)"),
+            std::string::npos);
+}
+
+TEST(MetricsTest, ListenAddressInUseIsAnErrorNotACrash) {
+  MetricsOptions o = Options();
+  o.listen = "127.0.0.1:0";
+  auto first = MakeMetrics(o);
+  ASSERT_GT(first->port(), 0);
+  o.listen = "127.0.0.1:" + std::to_string(first->port());
+  auto second = Metrics::Create(o, GpuDevice());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find(o.listen), std::string::npos);
+}
+
+}  // namespace
+}  // namespace arbiter::server
