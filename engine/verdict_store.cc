@@ -100,7 +100,7 @@ constexpr char kVerdictScope[] =
     "  WHERE r.fingerprint = verdicts.fingerprint AND r.op = verdicts.op "
     "  AND r.dtype = verdicts.dtype AND r.bucket = verdicts.bucket AND r.name = ?5)) ";
 
-absl::Status SqliteError(sqlite3* db, int rc, std::string_view op) {
+absl::Status SqliteError(sqlite3* db, int rc, const std::string& op) {
   // sqlite3_errmsg(nullptr) is "out of memory", the one way open leaves no handle.
   std::string message = absl::StrCat("verdict store: ", op, ": ", sqlite3_errmsg(db));
   switch (rc & 0xff) {
@@ -120,7 +120,7 @@ absl::Status SqliteError(sqlite3* db, int rc, std::string_view op) {
 }
 
 // Runs constant SQL (no values: those are always bound through a Statement).
-absl::Status Exec(sqlite3* db, std::string_view op, const char* sql) {
+absl::Status Exec(sqlite3* db, const std::string& op, const char* sql) {
   const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
   return rc == SQLITE_OK ? absl::OkStatus() : SqliteError(db, rc, op);
 }
@@ -224,17 +224,17 @@ class Transaction {
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
 
-  absl::Status Begin(std::string_view op) { return Start(op, "BEGIN IMMEDIATE"); }
+  absl::Status Begin(const std::string& op) { return Start(op, "BEGIN IMMEDIATE"); }
   // A read snapshot: takes no write lock, so it never blocks another writer.
-  absl::Status BeginRead(std::string_view op) { return Start(op, "BEGIN DEFERRED"); }
-  absl::Status Commit(std::string_view op) {
+  absl::Status BeginRead(const std::string& op) { return Start(op, "BEGIN DEFERRED"); }
+  absl::Status Commit(const std::string& op) {
     RETURN_IF_ERROR(Exec(db_, absl::StrCat(op, ": commit"), "COMMIT"));
     open_ = false;
     return absl::OkStatus();
   }
 
  private:
-  absl::Status Start(std::string_view op, const char* begin) {
+  absl::Status Start(const std::string& op, const char* begin) {
     RETURN_IF_ERROR(Exec(db_, absl::StrCat(op, ": begin"), begin));
     open_ = true;
     return absl::OkStatus();
@@ -246,7 +246,7 @@ class Transaction {
 
 // A stored enum or bucket name this build does not know is damage, not a miss.
 template <typename T, typename Parser>
-absl::StatusOr<T> ParseColumn(std::string_view column, const std::string& text, Parser parse) {
+absl::StatusOr<T> ParseColumn(const char* column, const std::string& text, Parser parse) {
   std::optional<T> value = parse(text);
   if (!value) {
     return absl::DataLossError(
@@ -256,7 +256,7 @@ absl::StatusOr<T> ParseColumn(std::string_view column, const std::string& text, 
 }
 
 std::string KeyText(const std::string& fingerprint, DType dtype, const Bucket& bucket) {
-  return absl::StrCat(fingerprint, " ", DTypeName(dtype), " ", bucket.ToString());
+  return absl::StrCat(fingerprint, " ", std::string(DTypeName(dtype)), " ", bucket.ToString());
 }
 
 // The schema_version in meta; nullopt for a store with no meta table (a new file).
