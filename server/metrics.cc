@@ -291,13 +291,14 @@ void Metrics::OnQuarantine(const QuarantineEntry& q) {
   Get(quarantines_, {{"candidate", q.candidate}}).Increment();
 }
 
-void Metrics::OnSampledVerification(const Problem& p, const std::string& candidate,
-                                    double max_rel_error, bool within_budget) {
+void Metrics::OnVerification(const Problem& p, const Selection& s, double max_rel_error,
+                             bool pass) {
+  const std::string& candidate = s.candidate;
   const std::string dtype(DTypeName(p.dtype));
   Get(sampled_, {{"candidate", candidate}, {"dtype", dtype}}).Increment();
   Get(relative_error_, {{"candidate", candidate}, {"dtype", dtype}, {"origin", "sampled"}})
       .Set(max_rel_error);
-  if (!within_budget) {
+  if (!pass) {
     Get(accuracy_violations_, {{"candidate", candidate}, {"dtype", dtype}}).Increment();
   }
 }

@@ -98,12 +98,11 @@ class Metrics : public ArbiterObserver {
                   const absl::Status& status) override;
   void OnTuning(const Problem& p, const Verdict& v, double wall_seconds) override;
   void OnQuarantine(const QuarantineEntry& q) override;
-
   // A live dispatch that was also run through the reference (sampled
   // verification). Sets the sampled relative-error gauge; counts a violation
   // when the output was outside the candidate's budget.
-  void OnSampledVerification(const Problem& p, const std::string& candidate,
-                             double max_rel_error, bool within_budget);
+  void OnVerification(const Problem& p, const Selection& s, double max_rel_error,
+                      bool pass) override;
 
   // Health as reported by grpc.health.v1: arbiter_serving is 1 when SERVING.
   void SetServing(bool serving);

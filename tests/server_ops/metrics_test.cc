@@ -137,8 +137,8 @@ TEST(MetricsTest, TuningSetsRelativeErrorOfCheckedCandidatesAndCountsOracleFailu
 
 TEST(MetricsTest, SampledVerificationOutsideBudgetCountsAViolation) {
   auto m = MakeMetrics();
-  m->OnSampledVerification(kF32, "tiled", 1e-6, /*within_budget=*/true);
-  m->OnSampledVerification(kF32, "tiled", 0.5, /*within_budget=*/false);
+  m->OnVerification(kF32, Selected("tiled", VerdictSource::kMeasured), 1e-6, /*pass=*/true);
+  m->OnVerification(kF32, Selected("tiled", VerdictSource::kMeasured), 0.5, /*pass=*/false);
   const std::string s = m->Scrape();
   EXPECT_EQ(Value(s, R"(arbiter_sampled_verifications_total{candidate="tiled",dtype="f32"})"), 2);
   EXPECT_EQ(Value(s, R"(arbiter_candidate_relative_error{candidate="tiled",dtype="f32",origin="sampled"})"), 0.5);
@@ -231,7 +231,8 @@ TEST(MetricsTest, BuildAndDeviceInfoCarryTheirLabels) {
 // Prometheus conventions the dashboards and alerts rely on.
 TEST(MetricsTest, EveryFamilyIsPrefixedAndTypedByItsSuffix) {
   auto m = MakeMetrics();
-  m->OnSampledVerification(kF32, "tiled", 1e-6, true);  // the error gauge has a series only once set
+  // The error gauge has a series only once set.
+  m->OnVerification(kF32, Selected("tiled", VerdictSource::kMeasured), 1e-6, true);
   std::map<std::string, std::string> types;
   std::istringstream lines(m->Scrape());
   for (std::string line; std::getline(lines, line);) {
@@ -277,7 +278,7 @@ TEST(MetricsTest, ScrapePassesPromtoolCheckMetrics) {
   }
   auto m = MakeMetrics();
   m->OnDispatch(kF32, Selected("tiled", VerdictSource::kMeasured), 3e-4, absl::OkStatus());
-  m->OnSampledVerification(kF32, "tiled", 1e-6, true);
+  m->OnVerification(kF32, Selected("tiled", VerdictSource::kMeasured), 1e-6, true);
   FILE* promtool = popen("promtool check metrics >/dev/null 2>&1", "w");
   ASSERT_NE(promtool, nullptr);
   const std::string s = m->Scrape();
