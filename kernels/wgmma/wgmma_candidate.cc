@@ -1,0 +1,92 @@
+#include "kernels/wgmma/wgmma_candidate.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_resources.h"
+#include "kernels/wgmma/wgmma_gemm.h"
+
+namespace arbiter {
+namespace {
+
+// Bump when the kernel's code changes, so verdicts measured on the old code are not served.
+constexpr int kVersion = 1;
+
+// f32 accumulation of K products in a fixed order; the final rounding to the
+// dtype is the tolerance's u(dtype) term. The accumulation error measured on the
+// H200 (bench/results/wgmma-h200.md) stays far under rel * sqrt(K) * max|ref|.
+constexpr AccuracyBudget kBudget = {.abs = 1e-6, .rel = 1e-5};
+
+std::string CandidateName(wgmma::WgmmaTile tile) {
+  return absl::StrCat("wgmma_", wgmma::WgmmaTileName(tile));
+}
+
+absl::Status RunWgmma(wgmma::WgmmaTile tile, DType dtype, const GemmArgs& args) {
+  const Problem& p = args.problem;
+  if (p.dtype != dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(CandidateName(tile), ": member ",
+                                                   DTypeName(dtype), " launched for ", p.ToString()));
+  }
+  const cuda::StreamResources& res = cuda::Resources(args.stream);
+  wgmma::WgmmaGemmArgs launch;
+  launch.dtype = dtype == DType::kBF16 ? wgmma::WgmmaDType::kBF16 : wgmma::WgmmaDType::kF16;
+  launch.tile = tile;
+  launch.m = p.m;
+  launch.n = p.n;
+  launch.k = p.k;
+  launch.a = args.a;
+  launch.b = args.b;
+  launch.c = args.c;
+  launch.num_sms = res.props != nullptr ? res.props->multiProcessorCount : 0;
+  if (const char* why = wgmma::WgmmaUnsupportedReason(launch)) {
+    return absl::UnimplementedError(absl::StrCat(CandidateName(tile), " declines ", p.ToString(), ": ", why));
+  }
+  const std::string call = absl::StrCat("LaunchWgmmaGemm(", CandidateName(tile), ", ", p.ToString(), ")");
+  return cuda::CudaStatus(wgmma::LaunchWgmmaGemm(launch, res.stream), call.c_str(), __FILE__, __LINE__);
+}
+
+CandidateMember Member(wgmma::WgmmaTile tile, DType dtype) {
+  CandidateMember member;
+  member.contract.dtype = dtype;
+  member.contract.entry = absl::StrCat("WgmmaGemmKernel<", wgmma::WgmmaTileName(tile), ", ",
+                                       DTypeName(dtype), ">");
+  member.contract.accuracy = kBudget;
+  // One CTA per C tile, K walked in a fixed order, no atomics, and a tile
+  // shape that does not depend on M: rows of C do not depend on M or the run.
+  member.contract.determinism = Determinism::kBatchInvariant;
+  // wgmma and setmaxnreg exist only in sm_90a code (built -gencode
+  // arch=compute_90a,code=sm_90a, no PTX to JIT elsewhere).
+  member.contract.arch = "sm_90a";
+  // TMA needs 16-byte global row strides: K % 8 for A, N % 8 for B. Any M:
+  // TMA zero-fills rows past M and the epilogue guards its stores.
+  member.contract.shape.align_k = 8;
+  member.contract.shape.align_n = 8;
+  member.run = [tile, dtype](const GemmArgs& args) { return RunWgmma(tile, dtype, args); };
+  return member;
+}
+
+CandidateSpec MakeCandidate(wgmma::WgmmaTile tile, const char* description) {
+  CandidateSpec spec;
+  spec.name = CandidateName(tile);
+  spec.version = kVersion;
+  spec.tier = 3;
+  spec.description = description;
+  spec.members.push_back(Member(tile, DType::kF16));
+  spec.members.push_back(Member(tile, DType::kBF16));
+  return spec;
+}
+
+}  // namespace
+
+std::vector<CandidateSpec> MakeWgmmaCandidates() {
+  std::vector<CandidateSpec> specs;
+  specs.push_back(MakeCandidate(wgmma::WgmmaTile::k128x128,
+                                "Hopper TMA + wgmma, 128x128 tiles, 6 stages, persistent grid"));
+  specs.push_back(MakeCandidate(wgmma::WgmmaTile::k128x256,
+                                "Hopper TMA + wgmma, 128x256 tiles, 4 stages, persistent grid"));
+  return specs;
+}
+
+}  // namespace arbiter

@@ -1,0 +1,21 @@
+// The wgmma candidates: one per tile configuration of the Hopper GEMM in
+// wgmma_gemm.h, each a family of f16 and bf16 members. A candidate's tile is
+// fixed, never chosen from M, so each claims batch_invariant; measured
+// selection decides which tile serves which shape bucket.
+//
+// The KernelFn runs on the CudaBackend stream in GemmArgs (via
+// arbiter::cuda::Resources), so link this library into the CUDA backend, which
+// provides Resources() and CudaStatus().
+#pragma once
+
+#include <vector>
+
+#include "engine/candidate.h"
+
+namespace arbiter {
+
+// "wgmma_128x128" and "wgmma_128x256": arch "sm_90a", tier 3, K % 8 == 0 and
+// N % 8 == 0, any M.
+std::vector<CandidateSpec> MakeWgmmaCandidates();
+
+}  // namespace arbiter

@@ -1,0 +1,472 @@
+// The wgmma GEMM kernels and their launcher; see wgmma_gemm.h for the design.
+#include "kernels/wgmma/wgmma_gemm.h"
+
+#include <atomic>
+
+#include <cuda.h>          // CUtensorMap and its enums (types only: libcuda is not linked)
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace arbiter::wgmma {
+namespace {
+
+constexpr int kBlockM = 128;
+// 64 16-bit elements = 128 bytes: one row of the 128B swizzle pattern, the
+// widest K box TMA can swizzle, and four k16 steps of wgmma per stage.
+constexpr int kBlockK = 64;
+constexpr int kConsumers = 2;  // consumer warpgroups; each owns 64 rows of the tile
+constexpr int kThreads = 128 * (1 + kConsumers);
+// The producer needs a handful of registers; the consumers hold up to 128 f32
+// accumulators each (m64n256). 128*40 + 256*232 = 64512 <= 65536.
+constexpr int kProducerRegs = 40;
+constexpr int kConsumerRegs = 232;
+static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536);
+constexpr int kGroupM = 16;  // ~sqrt(132 SMs * 2): a near-square block of tiles in flight
+
+template <int kBlockN_, int kStages_>
+struct TileConfig {
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kABytes = kBlockM * kBlockK * 2;
+  // B is K x N row-major (MN-major for wgmma): one TMA box is 64 k-rows x 64
+  // columns (128 bytes, one swizzle row), and a stage holds kBlockN / 64 boxes.
+  static constexpr int kBChunkBytes = kBlockK * 64 * 2;
+  static constexpr int kBChunks = kBlockN / 64;
+  static constexpr int kBBytes = kBChunks * kBChunkBytes;
+  static constexpr int kAccumulators = kBlockN / 2;  // f32 per thread for m64nN
+  // Stages, then full and empty barriers, plus slack to align the base to 1024.
+  static constexpr int kSmemBytes = kStages * (kABytes + kBBytes) + 2 * kStages * 8 + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared-memory limit per block");
+};
+// 4 stages of 48 KB is all that fits; 6 stages of 32 KB hide TMA latency at 128x128.
+using Config128x256 = TileConfig<256, 4>;
+using Config128x128 = TileConfig<128, 6>;
+
+// ---------------------------------------------------------------- device helpers
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void BarrierInit(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void BarrierExpectTx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void BarrierArrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// Waits until the barrier phase with this parity has completed. A fresh
+// barrier counts its (virtual) previous phase, parity 1, as completed.
+__device__ __forceinline__ void BarrierWait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+// 2-D TMA tile load; coordinates are (inner, outer) elements and may run past
+// the tensor, where TMA fills zeros (and still counts the full box bytes).
+__device__ __forceinline__ void TmaLoad2d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
+                                          int inner, int outer) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(inner), "r"(outer)
+      : "memory");
+}
+
+// Shared-memory matrix descriptor, 128B swizzle. Addresses and offsets are in
+// bytes (encoded in 16-byte units). K-major A: SBO = 1024 between 8-row groups,
+// LBO unused. MN-major B: LBO = distance between 64-column swizzle atoms,
+// SBO = 1024 between groups of 8 k-rows.
+__device__ __forceinline__ uint64_t SmemDesc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
+         (static_cast<uint64_t>(lbo >> 4) << 16) | (static_cast<uint64_t>(sbo >> 4) << 32) |
+         (1ull << 62);
+}
+
+__device__ __forceinline__ void WgmmaFence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void WgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+// Keeps the compiler from moving accumulator reads across a wgmma wait.
+template <int kCount>
+__device__ __forceinline__ void FenceAccumulators(float (&d)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define WGMMA_ACC8(i)                                                                 \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+
+#define WGMMA_REGS_64                                                                   \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "             \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "    \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "    \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+
+#define WGMMA_REGS_128                                                                        \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "          \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "          \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "          \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "          \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "          \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "     \
+  "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, " \
+  "%126, %127}"
+
+// D(64 x N, f32) += A(64 x 16, K-major) * B(16 x N, MN-major: trans-b = 1).
+// scale_d = 0 overwrites D instead (the first k step of a tile).
+template <bool kBf16>
+__device__ __forceinline__ void Mma64x256(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                          uint32_t scale_d) {
+  if constexpr (kBf16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " WGMMA_REGS_128
+        ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+        : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32),
+          WGMMA_ACC8(40), WGMMA_ACC8(48), WGMMA_ACC8(56), WGMMA_ACC8(64), WGMMA_ACC8(72),
+          WGMMA_ACC8(80), WGMMA_ACC8(88), WGMMA_ACC8(96), WGMMA_ACC8(104), WGMMA_ACC8(112),
+          WGMMA_ACC8(120)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " WGMMA_REGS_128
+        ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+        : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32),
+          WGMMA_ACC8(40), WGMMA_ACC8(48), WGMMA_ACC8(56), WGMMA_ACC8(64), WGMMA_ACC8(72),
+          WGMMA_ACC8(80), WGMMA_ACC8(88), WGMMA_ACC8(96), WGMMA_ACC8(104), WGMMA_ACC8(112),
+          WGMMA_ACC8(120)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+}
+
+template <bool kBf16>
+__device__ __forceinline__ void Mma64x128(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                          uint32_t scale_d) {
+  if constexpr (kBf16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_REGS_64
+        ", %64, %65, p, 1, 1, 0, 1;\n}\n"
+        : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32),
+          WGMMA_ACC8(40), WGMMA_ACC8(48), WGMMA_ACC8(56)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_REGS_64
+        ", %64, %65, p, 1, 1, 0, 1;\n}\n"
+        : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32),
+          WGMMA_ACC8(40), WGMMA_ACC8(48), WGMMA_ACC8(56)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+}
+
+template <int kBlockN, bool kBf16>
+__device__ __forceinline__ void Mma(float (&d)[kBlockN / 2], uint64_t desc_a, uint64_t desc_b,
+                                    uint32_t scale_d) {
+  if constexpr (kBlockN == 256) {
+    Mma64x256<kBf16>(d, desc_a, desc_b, scale_d);
+  } else {
+    static_assert(kBlockN == 128);
+    Mma64x128<kBf16>(d, desc_a, desc_b, scale_d);
+  }
+}
+
+template <bool kBf16>
+__device__ __forceinline__ void StorePair(void* dst, float x, float y) {
+  if constexpr (kBf16) {
+    *static_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
+  } else {
+    *static_cast<__half2*>(dst) = __floats2half2_rn(x, y);
+  }
+}
+
+// ---------------------------------------------------------------- the kernel
+
+template <class Cfg, bool kBf16>
+__global__ void __launch_bounds__(kThreads, 1)
+    WgmmaGemmKernel(const __grid_constant__ CUtensorMap map_a,
+                    const __grid_constant__ CUtensorMap map_b, uint16_t* __restrict__ c, int m,
+                    int n, int k) {
+  constexpr int kStages = Cfg::kStages;
+  constexpr int kBlockN = Cfg::kBlockN;
+  extern __shared__ uint8_t smem_raw[];
+  // The 128B swizzle pattern repeats every 1024 bytes and wgmma descriptors
+  // assume each stage starts on that boundary.
+  const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t a_base = base;
+  const uint32_t b_base = a_base + kStages * Cfg::kABytes;
+  const uint32_t full_base = b_base + kStages * Cfg::kBBytes;  // TMA bytes landed
+  const uint32_t empty_base = full_base + kStages * 8;         // consumers done reading
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      BarrierInit(full_base + 8 * s, 1);                   // the producer's expect_tx arrival
+      BarrierInit(empty_base + 8 * s, kConsumers * 4);     // one arrival per consumer warp
+    }
+    // Make the initialized barriers visible to the async proxy (TMA).
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  __syncthreads();
+
+  const int tiles_m = (m + kBlockM - 1) / kBlockM;
+  const int tiles_n = (n + kBlockN - 1) / kBlockN;
+  const int tiles = tiles_m * tiles_n;
+  const int k_blocks = (k + kBlockK - 1) / kBlockK;
+  const int warpgroup = threadIdx.x / 128;
+
+  if (warpgroup == 0) {
+    // Producer: one thread issues every TMA load; the rest of the warpgroup
+    // only gives its registers back to the consumers.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
+    if (threadIdx.x == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+      int it = 0;  // k-blocks issued by this CTA, across tiles: stage = it % kStages
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int m_tile, n_tile;
+        WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
+        const int m0 = m_tile * kBlockM;
+        const int n0 = n_tile * kBlockN;
+        // B boxes wholly past N are skipped: those columns are never stored,
+        // and each column of C depends only on the same column of B.
+        const int chunks_left = (n - n0 + 63) / 64;
+        const int chunks = chunks_left < Cfg::kBChunks ? chunks_left : Cfg::kBChunks;
+        const uint32_t bytes = Cfg::kABytes + chunks * Cfg::kBChunkBytes;
+        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+          const int s = it % kStages;
+          BarrierWait(empty_base + 8 * s, ((it / kStages) & 1) ^ 1);
+          const uint32_t full = full_base + 8 * s;
+          BarrierExpectTx(full, bytes);
+          TmaLoad2d(a_base + s * Cfg::kABytes, &map_a, full, kb * kBlockK, m0);
+          for (int j = 0; j < chunks; ++j) {
+            TmaLoad2d(b_base + s * Cfg::kBBytes + j * Cfg::kBChunkBytes, &map_b, full,
+                      n0 + 64 * j, kb * kBlockK);
+          }
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
+    const int consumer = warpgroup - 1;
+    const int warp = (threadIdx.x / 32) % 4;
+    const int lane = threadIdx.x % 32;
+    float acc[Cfg::kAccumulators];
+#pragma unroll
+    for (int i = 0; i < Cfg::kAccumulators; ++i) acc[i] = 0.0f;
+
+    int it = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      int m_tile, n_tile;
+      WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
+      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        const int s = it % kStages;
+        BarrierWait(full_base + 8 * s, (it / kStages) & 1);
+        const uint32_t a_stage = a_base + s * Cfg::kABytes + consumer * 64 * 128;
+        const uint32_t b_stage = b_base + s * Cfg::kBBytes;
+        WgmmaFence();
+#pragma unroll
+        for (int kk = 0; kk < kBlockK / 16; ++kk) {
+          // k16 step: +32 bytes along A's swizzled 128-byte rows; +16 k-rows
+          // (2048 bytes) down B's boxes.
+          const uint64_t desc_a = SmemDesc(a_stage + 32 * kk, 16, 1024);
+          const uint64_t desc_b = SmemDesc(b_stage + 2048 * kk, Cfg::kBChunkBytes, 1024);
+          Mma<kBlockN, kBf16>(acc, desc_a, desc_b, (kb | kk) != 0 ? 1u : 0u);
+        }
+        WgmmaCommit();
+        if (kb > 0) {
+          // Keep this k-block's wgmma in flight; the previous one has finished
+          // reading its stage, so hand that stage back to the producer.
+          WgmmaWait<1>();
+          if (lane == 0) BarrierArrive(empty_base + 8 * ((it - 1) % kStages));
+        }
+      }
+      WgmmaWait<0>();
+      FenceAccumulators(acc);
+      if (lane == 0) BarrierArrive(empty_base + 8 * ((it - 1) % kStages));
+
+      // Epilogue: the m64nN accumulator layout gives each thread rows r and
+      // r + 8 (r = 16 * warp + lane / 4) and column pairs 8 * j + 2 * (lane % 4).
+      const int row = m_tile * kBlockM + consumer * 64 + warp * 16 + lane / 4;
+      const int col0 = n_tile * kBlockN + 2 * (lane % 4);
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        const int col = col0 + 8 * j;
+        if (col < n) {  // n is even, so col + 1 < n too
+          if (row < m) {
+            StorePair<kBf16>(c + static_cast<size_t>(row) * n + col, acc[4 * j], acc[4 * j + 1]);
+          }
+          if (row + 8 < m) {
+            StorePair<kBf16>(c + static_cast<size_t>(row + 8) * n + col, acc[4 * j + 2],
+                             acc[4 * j + 3]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- host side
+
+PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A row-major [outer, inner] 16-bit tensor, boxes of box_outer x box_inner, 128B swizzle.
+cudaError_t EncodeTensorMap(CUtensorMap* map, WgmmaDType dtype, const void* data, int64_t inner,
+                            int64_t outer, uint32_t box_inner, uint32_t box_outer) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
+  if (encode == nullptr) return cudaErrorSymbolNotFound;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner) * 2};  // bytes, dim 1
+  const cuuint32_t box[2] = {box_inner, box_outer};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode(
+      map, dtype == WgmmaDType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+      2, const_cast<void*>(data), dims, strides, box, element_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// Raises the kernel's dynamic shared-memory limit once per device. Templated on
+// the instantiation (not the kernel's type, which all instantiations share) so
+// each kernel keeps its own record.
+template <class Cfg, bool kBf16>
+cudaError_t EnsureSmemLimit() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<bool> done[kMaxDevices] = {};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (device < kMaxDevices && done[device].load(std::memory_order_acquire)) return cudaSuccess;
+  err = cudaFuncSetAttribute(WgmmaGemmKernel<Cfg, kBf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             Cfg::kSmemBytes);
+  if (err == cudaSuccess && device < kMaxDevices) done[device].store(true, std::memory_order_release);
+  return err;
+}
+
+template <class Cfg, bool kBf16>
+cudaError_t LaunchConfig(const WgmmaGemmArgs& args, const WgmmaGeometry& geometry,
+                         cudaStream_t stream) {
+  cudaError_t err = EnsureSmemLimit<Cfg, kBf16>();
+  if (err != cudaSuccess) return err;
+  CUtensorMap map_a, map_b;
+  err = EncodeTensorMap(&map_a, args.dtype, args.a, args.k, args.m, kBlockK, kBlockM);
+  if (err != cudaSuccess) return err;
+  err = EncodeTensorMap(&map_b, args.dtype, args.b, args.n, args.k, 64, kBlockK);
+  if (err != cudaSuccess) return err;
+  WgmmaGemmKernel<Cfg, kBf16><<<geometry.grid_x, kThreads, Cfg::kSmemBytes, stream>>>(
+      map_a, map_b, static_cast<uint16_t*>(args.c), static_cast<int>(args.m),
+      static_cast<int>(args.n), static_cast<int>(args.k));
+  return cudaGetLastError();
+}
+
+template <bool kBf16>
+cudaError_t LaunchDType(const WgmmaGemmArgs& args, const WgmmaGeometry& geometry,
+                        cudaStream_t stream) {
+  switch (args.tile) {
+    case WgmmaTile::k128x128:
+      return LaunchConfig<Config128x128, kBf16>(args, geometry, stream);
+    case WgmmaTile::k128x256:
+      return LaunchConfig<Config128x256, kBf16>(args, geometry, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+bool Aligned(const void* p, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+}  // namespace
+
+const char* WgmmaTileName(WgmmaTile tile) {
+  switch (tile) {
+    case WgmmaTile::k128x128:
+      return "128x128";
+    case WgmmaTile::k128x256:
+      return "128x256";
+  }
+  return "unknown";
+}
+
+WgmmaGeometry WgmmaLaunchGeometry(WgmmaTile tile, int64_t m, int64_t n, int num_sms) {
+  WgmmaGeometry g;
+  g.tile_m = kBlockM;
+  g.tile_n = tile == WgmmaTile::k128x256 ? Config128x256::kBlockN : Config128x128::kBlockN;
+  g.tiles_m = static_cast<int>((m + g.tile_m - 1) / g.tile_m);
+  g.tiles_n = static_cast<int>((n + g.tile_n - 1) / g.tile_n);
+  g.group_m = kGroupM;
+  g.grid_x = g.tiles() < num_sms ? g.tiles() : num_sms;
+  return g;
+}
+
+const char* WgmmaUnsupportedReason(const WgmmaGemmArgs& args) {
+  if (args.m < 1 || args.n < 1 || args.k < 1) return "M, N and K must be at least 1";
+  // Tile counts and row indices are 32-bit in the kernel; TMA dims are < 2^32.
+  constexpr int64_t kMaxDim = int64_t{1} << 30;
+  if (args.m > kMaxDim || args.n > kMaxDim || args.k > kMaxDim) return "a dimension exceeds 2^30";
+  if (args.k % 8 != 0) return "K must be a multiple of 8 (TMA needs 16-byte row strides for A)";
+  if (args.n % 8 != 0) return "N must be a multiple of 8 (TMA needs 16-byte row strides for B)";
+  if (args.a == nullptr || args.b == nullptr || args.c == nullptr) return "null operand";
+  if (!Aligned(args.a, 16) || !Aligned(args.b, 16)) return "A and B must be 16-byte aligned for TMA";
+  if (!Aligned(args.c, 4)) return "C must be 4-byte aligned";
+  if (args.tile != WgmmaTile::k128x128 && args.tile != WgmmaTile::k128x256) return "unknown tile";
+  if (args.dtype != WgmmaDType::kF16 && args.dtype != WgmmaDType::kBF16) return "unknown dtype";
+  return nullptr;
+}
+
+cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& args, cudaStream_t stream) {
+  if (WgmmaUnsupportedReason(args) != nullptr) return cudaErrorInvalidValue;
+  int num_sms = args.num_sms;
+  if (num_sms <= 0) {
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) return err;
+  }
+  const WgmmaGeometry geometry = WgmmaLaunchGeometry(args.tile, args.m, args.n, num_sms);
+  return args.dtype == WgmmaDType::kBF16 ? LaunchDType<true>(args, geometry, stream)
+                                         : LaunchDType<false>(args, geometry, stream);
+}
+
+}  // namespace arbiter::wgmma

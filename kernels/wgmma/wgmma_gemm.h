@@ -1,0 +1,94 @@
+// wgmma: a Hopper (sm_90a) GEMM, C[M,N] = A[M,K] * B[K,N], all row-major,
+// f16 or bf16 in and out, f32 accumulation.
+//
+// How it runs: a persistent grid (one CTA per SM) walks output tiles in a fixed
+// order. In each CTA one producer warpgroup issues TMA loads of A and B into a
+// ring of 128B-swizzled shared-memory stages, each completing on an mbarrier;
+// two consumer warpgroups each own 64 rows of the tile and run wgmma m64nNk16
+// on those stages (A K-major, B MN-major via the transpose bit), keeping one
+// batch of wgmma in flight while releasing the previous stage. The producer
+// runs ahead into the next tile while the consumers store the last one.
+//
+// Launch geometry: the grid is one-dimensional, gridDim.x = min(tiles, SMs).
+// CTA b computes tiles b, b + gridDim.x, ...; WgmmaTileAt maps a tile index to
+// (m tile, n tile): consecutive indices walk down M inside a group of
+// `group_m` tile rows, then across N, so the CTAs in flight share A rows and B
+// columns in L2. Both the kernel and the tests use WgmmaTileAt.
+//
+// Determinism: one CTA owns each C tile and walks K in a fixed order with no
+// atomics, so the output is bitwise run-to-run deterministic; for a fixed tile
+// config a row of C does not depend on M (rows past M are zero-filled by TMA
+// and never stored).
+//
+// Needs: K % 8 == 0 and N % 8 == 0 (TMA wants 16-byte row strides) and
+// 16-byte-aligned A and B; any M. Callers check WgmmaUnsupportedReason first.
+//
+// Plain C++ API (no absl): usable from .cc files compiled by the host compiler.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#if defined(__CUDACC__)
+#define WGMMA_HOST_DEVICE __host__ __device__
+#else
+#define WGMMA_HOST_DEVICE
+#endif
+
+namespace arbiter::wgmma {
+
+enum class WgmmaDType { kF16, kBF16 };
+
+// The tile-configuration family. Each is a separate kernel instantiation with
+// a fixed tile shape, so choosing one never depends on M.
+enum class WgmmaTile {
+  k128x128,  // 6 stages; more tiles for mid sizes, where idle SMs matter
+  k128x256,  // 4 stages; the large-shape tile (2 x m64n256 per k step)
+};
+
+inline constexpr WgmmaTile kAllWgmmaTiles[] = {WgmmaTile::k128x128, WgmmaTile::k128x256};
+
+const char* WgmmaTileName(WgmmaTile tile);  // "128x128", "128x256"
+
+struct WgmmaGemmArgs {
+  WgmmaDType dtype = WgmmaDType::kBF16;
+  WgmmaTile tile = WgmmaTile::k128x256;
+  int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;  // device, M x K row-major
+  const void* b = nullptr;  // device, K x N row-major
+  void* c = nullptr;        // device, M x N row-major
+  int num_sms = 0;          // persistent grid width; 0 = ask the current device
+};
+
+// Where each launch puts its work; see the file comment.
+struct WgmmaGeometry {
+  int tile_m = 0, tile_n = 0;  // output tile shape
+  int tiles_m = 0, tiles_n = 0;
+  int group_m = 0;             // tile rows walked together for L2 reuse
+  int grid_x = 0;              // CTAs launched (1-D grid)
+  int tiles() const { return tiles_m * tiles_n; }
+};
+
+WgmmaGeometry WgmmaLaunchGeometry(WgmmaTile tile, int64_t m, int64_t n, int num_sms);
+
+// Tile `index` (0 <= index < tiles) -> (m tile, n tile). Shared by the kernel.
+WGMMA_HOST_DEVICE inline void WgmmaTileAt(int index, int tiles_m, int tiles_n, int group_m,
+                                          int* m_tile, int* n_tile) {
+  const int per_group = group_m * tiles_n;
+  const int group = index / per_group;
+  const int first_m = group * group_m;
+  const int rows = (tiles_m - first_m) < group_m ? (tiles_m - first_m) : group_m;
+  const int r = index - group * per_group;
+  *m_tile = first_m + r % rows;
+  *n_tile = r / rows;
+}
+
+// nullptr when the kernel can run these args; else why not.
+const char* WgmmaUnsupportedReason(const WgmmaGemmArgs& args);
+
+// Enqueues C = A * B on `stream`. cudaErrorInvalidValue (nothing launched) for
+// args WgmmaUnsupportedReason rejects; otherwise the launch's error.
+cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& args, cudaStream_t stream);
+
+}  // namespace arbiter::wgmma

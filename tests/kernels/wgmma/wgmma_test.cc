@@ -1,0 +1,270 @@
+// Device tests of the wgmma GEMM (label gpu): every tile config and dtype
+// against an f64 host reference on NaN-poisoned C at ragged and non-square
+// shapes, the launch geometry on M != N, and the determinism it claims
+// (bitwise run-to-run, rows independent of M). Skipped without an sm_90 GPU.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "kernels/wgmma/wgmma_gemm.h"
+
+namespace arbiter::wgmma {
+namespace {
+
+// The candidate contract's budget (kernels/wgmma/wgmma_candidate.cc).
+constexpr double kAbs = 1e-6;
+constexpr double kRel = 1e-5;
+
+// Empty when an sm_90 device is present; else why the device tests skip.
+std::string NoHopperReason() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return "no CUDA device";
+  }
+  cudaDeviceProp props{};
+  if (cudaGetDeviceProperties(&props, 0) != cudaSuccess) return "cannot read device properties";
+  if (props.major != 9 || props.minor != 0) {
+    return "device is sm_" + std::to_string(props.major * 10 + props.minor) + ", kernels are sm_90a";
+  }
+  return "";
+}
+
+#define SKIP_WITHOUT_HOPPER()                                             \
+  do {                                                                    \
+    const std::string why = NoHopperReason();                             \
+    if (!why.empty()) GTEST_SKIP() << "wgmma device test skipped: " << why; \
+  } while (0)
+
+uint16_t ToStorage(WgmmaDType dtype, float v) {
+  if (dtype == WgmmaDType::kBF16) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  return __half_as_ushort(__float2half_rn(v));
+}
+
+double FromStorage(WgmmaDType dtype, uint16_t bits) {
+  if (dtype == WgmmaDType::kBF16) return __bfloat162float(__ushort_as_bfloat16(bits));
+  return __half2float(__ushort_as_half(bits));
+}
+
+std::vector<uint16_t> RandomMatrix(WgmmaDType dtype, int64_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<uint16_t> out(static_cast<size_t>(count));
+  for (uint16_t& v : out) v = ToStorage(dtype, dist(rng));
+  return out;
+}
+
+// Device memory freed on scope exit.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) {
+    if (cudaMalloc(&ptr_, bytes) != cudaSuccess) ptr_ = nullptr;
+  }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+// C = A * B on the device, C poisoned with NaN (0xFFFF in both dtypes) first.
+std::vector<uint16_t> RunGemm(WgmmaDType dtype, WgmmaTile tile, int64_t m, int64_t n, int64_t k,
+                              const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  DeviceBuffer da(a.size() * 2), db(b.size() * 2), dc(static_cast<size_t>(m * n) * 2);
+  EXPECT_NE(da.get(), nullptr);
+  EXPECT_NE(dc.get(), nullptr);
+  EXPECT_EQ(cudaMemcpy(da.get(), a.data(), a.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(db.get(), b.data(), b.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemset(dc.get(), 0xFF, static_cast<size_t>(m * n) * 2), cudaSuccess);
+  WgmmaGemmArgs args;
+  args.dtype = dtype;
+  args.tile = tile;
+  args.m = m, args.n = n, args.k = k;
+  args.a = da.get(), args.b = db.get(), args.c = dc.get();
+  EXPECT_EQ(LaunchWgmmaGemm(args, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint16_t> c(static_cast<size_t>(m * n));
+  EXPECT_EQ(cudaMemcpy(c.data(), dc.get(), c.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  return c;
+}
+
+std::vector<double> Reference(WgmmaDType dtype, int64_t m, int64_t n, int64_t k,
+                              const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  std::vector<double> bd(b.size());
+  for (size_t i = 0; i < b.size(); ++i) bd[i] = FromStorage(dtype, b[i]);
+  std::vector<double> ref(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    double* row = &ref[i * n];
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const double av = FromStorage(dtype, a[i * k + kk]);
+      const double* brow = &bd[kk * n];
+      for (int64_t j = 0; j < n; ++j) row[j] += av * brow[j];
+    }
+  }
+  return ref;
+}
+
+struct GemmCase {
+  int64_t m, n, k;
+};
+
+using Param = std::tuple<WgmmaDType, WgmmaTile, GemmCase>;
+
+class WgmmaGemmTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(WgmmaGemmTest, MatchesF64ReferenceOnPoisonedOutput) {
+  SKIP_WITHOUT_HOPPER();
+  const auto [dtype, tile, shape] = GetParam();
+  const auto [m, n, k] = shape;
+  const auto a = RandomMatrix(dtype, m * k, static_cast<uint32_t>(m * 7 + k));
+  const auto b = RandomMatrix(dtype, k * n, static_cast<uint32_t>(n * 13 + k));
+  const auto c = RunGemm(dtype, tile, m, n, k, a, b);
+  const auto ref = Reference(dtype, m, n, k, a, b);
+  double max_ref = 0;
+  for (double v : ref) max_ref = std::max(max_ref, std::fabs(v));
+  const double u = dtype == WgmmaDType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  int64_t failures = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const double got = FromStorage(dtype, c[i * n + j]);
+      const double want = ref[i * n + j];
+      const double tol = kAbs + kRel * std::sqrt(static_cast<double>(k)) * max_ref + u * std::fabs(want);
+      if (!(std::fabs(got - want) <= tol)) {  // NaN (unwritten) fails too
+        if (++failures <= 5) {
+          ADD_FAILURE() << "C[" << i << "," << j << "] = " << got << ", reference " << want
+                        << ", tolerance " << tol;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << "elements outside the contract's tolerance (or unwritten)";
+}
+
+std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
+  const auto [dtype, tile, shape] = info.param;
+  return std::string(dtype == WgmmaDType::kBF16 ? "bf16_" : "f16_") + "tile" + WgmmaTileName(tile) +
+         "_" + std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    RaggedAndNonSquare, WgmmaGemmTest,
+    ::testing::Combine(::testing::Values(WgmmaDType::kBF16, WgmmaDType::kF16),
+                       ::testing::ValuesIn(kAllWgmmaTiles),
+                       ::testing::Values(GemmCase{128, 128, 64},   // one exact tile
+                                         GemmCase{1, 256, 64},     // a single row
+                                         GemmCase{777, 328, 2048}, // ragged M and N tiles, long K
+                                         GemmCase{300, 1000, 72},  // M < N, K tail of 8
+                                         GemmCase{1000, 136, 8},   // M > N, K below one stage
+                                         GemmCase{129, 264, 520},  // one row into a 2nd M tile
+                                         GemmCase{520, 1032, 1024},  // many k-blocks per tile
+                                         GemmCase{2056, 2048, 64})),  // more tiles than SMs: CTAs loop
+    ParamName);
+
+TEST(WgmmaGeometryTest, GridAxisIsTilesAndEachTileMapsToOneMRowBlockAndNColumnBlock) {
+  for (WgmmaTile tile : kAllWgmmaTiles) {
+    for (const auto& [m, n] : {std::pair<int64_t, int64_t>{300, 1000}, {1000, 300}, {4095, 8192}}) {
+      const WgmmaGeometry g = WgmmaLaunchGeometry(tile, m, n, 132);
+      EXPECT_EQ(g.tile_m, 128);
+      EXPECT_EQ(g.tile_n, tile == WgmmaTile::k128x256 ? 256 : 128);
+      // M is walked by tile rows of tile_m, N by tile columns of tile_n: never swapped.
+      EXPECT_EQ(g.tiles_m, (m + g.tile_m - 1) / g.tile_m) << m << "x" << n;
+      EXPECT_EQ(g.tiles_n, (n + g.tile_n - 1) / g.tile_n) << m << "x" << n;
+      EXPECT_EQ(g.grid_x, std::min(g.tiles(), 132));
+      std::set<std::pair<int, int>> seen;
+      for (int t = 0; t < g.tiles(); ++t) {
+        int mt = -1, nt = -1;
+        WgmmaTileAt(t, g.tiles_m, g.tiles_n, g.group_m, &mt, &nt);
+        ASSERT_GE(mt, 0);
+        ASSERT_LT(mt, g.tiles_m);
+        ASSERT_GE(nt, 0);
+        ASSERT_LT(nt, g.tiles_n);
+        EXPECT_TRUE(seen.insert({mt, nt}).second) << "tile " << t << " repeats (" << mt << "," << nt << ")";
+      }
+      EXPECT_EQ(static_cast<int>(seen.size()), g.tiles());
+    }
+  }
+}
+
+TEST(WgmmaGeometryDeviceTest, NonSquareOutputIsWrittenByRowAndColumnAtTheRightPlace) {
+  SKIP_WITHOUT_HOPPER();
+  // A = [I | 0] picks rows of B: C[i, j] = B[i, j] exactly. A swapped M/N axis
+  // would leave NaN (unwritten) or put B's values at the wrong place.
+  for (WgmmaTile tile : kAllWgmmaTiles) {
+    for (const auto& [m, n] : {std::pair<int64_t, int64_t>{136, 520}, {520, 136}}) {
+      const int64_t k = 520;
+      std::vector<uint16_t> a(static_cast<size_t>(m * k), ToStorage(WgmmaDType::kBF16, 0.0f));
+      for (int64_t i = 0; i < m; ++i) a[i * k + i] = ToStorage(WgmmaDType::kBF16, 1.0f);
+      const auto b = RandomMatrix(WgmmaDType::kBF16, k * n, 99);
+      const auto c = RunGemm(WgmmaDType::kBF16, tile, m, n, k, a, b);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) wrong += c[i * n + j] != b[i * n + j];
+      }
+      EXPECT_EQ(wrong, 0) << WgmmaTileName(tile) << " " << m << "x" << n << "x" << k;
+    }
+  }
+}
+
+TEST(WgmmaDeterminismTest, RepeatedRunsAreBitwiseIdentical) {
+  SKIP_WITHOUT_HOPPER();
+  const int64_t m = 1000, n = 1032, k = 2048;
+  for (WgmmaTile tile : kAllWgmmaTiles) {
+    const auto a = RandomMatrix(WgmmaDType::kBF16, m * k, 5);
+    const auto b = RandomMatrix(WgmmaDType::kBF16, k * n, 6);
+    const auto first = RunGemm(WgmmaDType::kBF16, tile, m, n, k, a, b);
+    const auto second = RunGemm(WgmmaDType::kBF16, tile, m, n, k, a, b);
+    EXPECT_EQ(first, second) << WgmmaTileName(tile);
+  }
+}
+
+TEST(WgmmaDeterminismTest, RowsOfCDoNotDependOnM) {
+  SKIP_WITHOUT_HOPPER();
+  // The batch_invariant claim: row i of C is bitwise the same whether it is
+  // computed inside M = 1000 or with only the first few rows of A.
+  const int64_t n = 1032, k = 1024, full_m = 1000;
+  for (WgmmaDType dtype : {WgmmaDType::kBF16, WgmmaDType::kF16}) {
+    for (WgmmaTile tile : kAllWgmmaTiles) {
+      const auto a = RandomMatrix(dtype, full_m * k, 7);
+      const auto b = RandomMatrix(dtype, k * n, 8);
+      const auto full = RunGemm(dtype, tile, full_m, n, k, a, b);
+      for (int64_t m : {1, 7, 64, 129, 500}) {
+        const std::vector<uint16_t> a_prefix(a.begin(), a.begin() + m * k);
+        const auto part = RunGemm(dtype, tile, m, n, k, a_prefix, b);
+        EXPECT_EQ(0, std::memcmp(part.data(), full.data(), part.size() * 2))
+            << WgmmaTileName(tile) << " rows differ at M=" << m;
+      }
+    }
+  }
+}
+
+TEST(WgmmaCoverageTest, RejectsStridesTmaCannotAddressWithoutLaunching) {
+  WgmmaGemmArgs args;
+  args.m = 64, args.n = 64, args.k = 12;  // K % 8 != 0
+  args.a = args.b = reinterpret_cast<const void*>(uintptr_t{256});
+  args.c = reinterpret_cast<void*>(uintptr_t{256});
+  EXPECT_NE(WgmmaUnsupportedReason(args), nullptr);
+  EXPECT_EQ(LaunchWgmmaGemm(args, nullptr), cudaErrorInvalidValue);
+  args.k = 64, args.n = 60;  // N % 8 != 0
+  EXPECT_NE(WgmmaUnsupportedReason(args), nullptr);
+  EXPECT_EQ(LaunchWgmmaGemm(args, nullptr), cudaErrorInvalidValue);
+  args.n = 64;
+  args.a = reinterpret_cast<const void*>(uintptr_t{258});  // A not 16-byte aligned
+  EXPECT_NE(WgmmaUnsupportedReason(args), nullptr);
+  args.a = reinterpret_cast<const void*>(uintptr_t{256});
+  EXPECT_EQ(WgmmaUnsupportedReason(args), nullptr);
+}
+
+}  // namespace
+}  // namespace arbiter::wgmma
