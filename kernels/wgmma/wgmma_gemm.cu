@@ -24,6 +24,13 @@ constexpr int kConsumerRegs = 232;
 static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536);
 constexpr int kGroupM = 16;  // ~sqrt(132 SMs * 2): a near-square block of tiles in flight
 
+// Epilogue: each consumer stages its 64 rows of C through two 64 x 64 boxes
+// (128B-swizzled, 8 KB each) that TMA stores to global memory, so the global
+// writes run asynchronously under the next tile's mainloop and TMA clips the
+// ragged edges. Two boxes per consumer: one is filled while the other drains.
+constexpr int kStoreBoxBytes = 64 * 64 * 2;
+constexpr int kStagingBytes = kConsumers * 2 * kStoreBoxBytes;
+
 template <int kBlockN_, int kStages_>
 struct TileConfig {
   static constexpr int kBlockN = kBlockN_;
@@ -35,11 +42,14 @@ struct TileConfig {
   static constexpr int kBChunks = kBlockN / 64;
   static constexpr int kBBytes = kBChunks * kBChunkBytes;
   static constexpr int kAccumulators = kBlockN / 2;  // f32 per thread for m64nN
-  // Stages, then full and empty barriers, plus slack to align the base to 1024.
-  static constexpr int kSmemBytes = kStages * (kABytes + kBBytes) + 2 * kStages * 8 + 1024;
+  // Stages, the C staging boxes, full and empty barriers, and slack to align
+  // the base to 1024.
+  static constexpr int kSmemBytes =
+      kStages * (kABytes + kBBytes) + kStagingBytes + 2 * kStages * 8 + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared-memory limit per block");
 };
-// 4 stages of 48 KB is all that fits; 6 stages of 32 KB hide TMA latency at 128x128.
+// With 32 KB of C staging, 4 stages of 48 KB is all that fits; 6 stages of
+// 32 KB hide TMA latency at 128x128.
 using Config128x256 = TileConfig<256, 4>;
 using Config128x128 = TileConfig<128, 6>;
 
@@ -88,6 +98,35 @@ __device__ __forceinline__ void TmaLoad2d(uint32_t dst, const CUtensorMap* map, 
       " [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(inner), "r"(outer)
       : "memory");
+}
+
+// 2-D TMA tile store from shared memory; parts of the box past the tensor are
+// not written. Completion is tracked per issuing thread in bulk groups.
+__device__ __forceinline__ void TmaStore2d(const CUtensorMap* map, uint32_t src, int inner,
+                                           int outer) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(src), "r"(inner), "r"(outer)
+      : "memory");
+}
+__device__ __forceinline__ void BulkCommit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// Waits until at most kPending of this thread's bulk groups still read shared memory.
+template <int kPending>
+__device__ __forceinline__ void BulkWaitRead() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
+}
+__device__ __forceinline__ void BulkWaitAll() {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+// Barrier over one warpgroup (ids 1.. ; 0 is __syncthreads).
+__device__ __forceinline__ void WarpgroupBarrier(int id) {
+  asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
+}
+__device__ __forceinline__ void StoreShared(uint32_t addr, uint32_t value) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
 }
 
 // Shared-memory matrix descriptor, 128B swizzle. Addresses and offsets are in
@@ -199,12 +238,15 @@ __device__ __forceinline__ void Mma(float (&d)[kBlockN / 2], uint64_t desc_a, ui
   }
 }
 
+// Two f32 rounded to the dtype, packed low element first.
 template <bool kBf16>
-__device__ __forceinline__ void StorePair(void* dst, float x, float y) {
+__device__ __forceinline__ uint32_t PackPair(float x, float y) {
   if constexpr (kBf16) {
-    *static_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
+    const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
   } else {
-    *static_cast<__half2*>(dst) = __floats2half2_rn(x, y);
+    const __half2 v = __floats2half2_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
   }
 }
 
@@ -213,8 +255,8 @@ __device__ __forceinline__ void StorePair(void* dst, float x, float y) {
 template <class Cfg, bool kBf16>
 __global__ void __launch_bounds__(kThreads, 1)
     WgmmaGemmKernel(const __grid_constant__ CUtensorMap map_a,
-                    const __grid_constant__ CUtensorMap map_b, uint16_t* __restrict__ c, int m,
-                    int n, int k) {
+                    const __grid_constant__ CUtensorMap map_b,
+                    const __grid_constant__ CUtensorMap map_c, int m, int n, int k) {
   constexpr int kStages = Cfg::kStages;
   constexpr int kBlockN = Cfg::kBlockN;
   extern __shared__ uint8_t smem_raw[];
@@ -223,7 +265,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
   const uint32_t a_base = base;
   const uint32_t b_base = a_base + kStages * Cfg::kABytes;
-  const uint32_t full_base = b_base + kStages * Cfg::kBBytes;  // TMA bytes landed
+  const uint32_t staging_base = b_base + kStages * Cfg::kBBytes;  // C boxes, 1024-aligned
+  const uint32_t full_base = staging_base + kStagingBytes;        // TMA bytes landed
   const uint32_t empty_base = full_base + kStages * 8;         // consumers done reading
 
   if (threadIdx.x == 0) {
@@ -279,6 +322,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int consumer = warpgroup - 1;
     const int warp = (threadIdx.x / 32) % 4;
     const int lane = threadIdx.x % 32;
+    const bool leader = threadIdx.x % 128 == 0;  // issues this warpgroup's C stores
     float acc[Cfg::kAccumulators];
 #pragma unroll
     for (int i = 0; i < Cfg::kAccumulators; ++i) acc[i] = 0.0f;
@@ -313,24 +357,41 @@ __global__ void __launch_bounds__(kThreads, 1)
       FenceAccumulators(acc);
       if (lane == 0) BarrierArrive(empty_base + 8 * ((it - 1) % kStages));
 
-      // Epilogue: the m64nN accumulator layout gives each thread rows r and
-      // r + 8 (r = 16 * warp + lane / 4) and column pairs 8 * j + 2 * (lane % 4).
-      const int row = m_tile * kBlockM + consumer * 64 + warp * 16 + lane / 4;
-      const int col0 = n_tile * kBlockN + 2 * (lane % 4);
+      // Epilogue, one 64 x 64 box at a time. The m64nN accumulator layout gives
+      // each thread rows r and r + 8 (r = 16 * warp + lane / 4) and, in each
+      // 8-column chunk j, columns 2 * (lane % 4) and + 1: one 4-byte word of
+      // 16-byte chunk j % 8 of the box row. The 128B swizzle puts chunk c of
+      // row r at c ^ (r % 8), which also spreads a warp's 8 rows over all banks.
+      const int m_box = m_tile * kBlockM + consumer * 64;
+      const int r = warp * 16 + lane / 4;
+      const uint32_t word = 4 * (lane % 4);
 #pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) {
-        const int col = col0 + 8 * j;
-        if (col < n) {  // n is even, so col + 1 < n too
-          if (row < m) {
-            StorePair<kBf16>(c + static_cast<size_t>(row) * n + col, acc[4 * j], acc[4 * j + 1]);
-          }
-          if (row + 8 < m) {
-            StorePair<kBf16>(c + static_cast<size_t>(row + 8) * n + col, acc[4 * j + 2],
-                             acc[4 * j + 3]);
-          }
+      for (int q = 0; q < kBlockN / 64; ++q) {
+        const int n_box = n_tile * kBlockN + 64 * q;
+        if (m_box >= m || n_box >= n) continue;  // wholly outside C (uniform per warpgroup)
+        const uint32_t box = staging_base + (consumer * 2 + (q & 1)) * kStoreBoxBytes;
+        // The store issued two boxes ago read this buffer: wait until it has.
+        if (leader) BulkWaitRead<1>();
+        WarpgroupBarrier(1 + consumer);
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+          const int j = 8 * q + jj;
+          const uint32_t chunk = static_cast<uint32_t>(jj ^ (r % 8)) * 16 + word;
+          StoreShared(box + r * 128 + chunk, PackPair<kBf16>(acc[4 * j], acc[4 * j + 1]));
+          StoreShared(box + (r + 8) * 128 + chunk, PackPair<kBf16>(acc[4 * j + 2], acc[4 * j + 3]));
+        }
+        // Ordinary shared stores read next by TMA: fence to the async proxy in
+        // every writing thread, then the barrier, then one thread stores.
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        WarpgroupBarrier(1 + consumer);
+        if (leader) {
+          TmaStore2d(&map_c, box, n_box, m_box);
+          BulkCommit();
         }
       }
     }
+    // Shared memory must outlive the reads of the last stores.
+    if (leader) BulkWaitAll();
   }
 }
 
@@ -389,13 +450,15 @@ cudaError_t LaunchConfig(const WgmmaGemmArgs& args, const WgmmaGeometry& geometr
                          cudaStream_t stream) {
   cudaError_t err = EnsureSmemLimit<Cfg, kBf16>();
   if (err != cudaSuccess) return err;
-  CUtensorMap map_a, map_b;
+  CUtensorMap map_a, map_b, map_c;
   err = EncodeTensorMap(&map_a, args.dtype, args.a, args.k, args.m, kBlockK, kBlockM);
   if (err != cudaSuccess) return err;
   err = EncodeTensorMap(&map_b, args.dtype, args.b, args.n, args.k, 64, kBlockK);
   if (err != cudaSuccess) return err;
+  err = EncodeTensorMap(&map_c, args.dtype, args.c, args.n, args.m, 64, 64);
+  if (err != cudaSuccess) return err;
   WgmmaGemmKernel<Cfg, kBf16><<<geometry.grid_x, kThreads, Cfg::kSmemBytes, stream>>>(
-      map_a, map_b, static_cast<uint16_t*>(args.c), static_cast<int>(args.m),
+      map_a, map_b, map_c, static_cast<int>(args.m),
       static_cast<int>(args.n), static_cast<int>(args.k));
   return cudaGetLastError();
 }
@@ -447,8 +510,9 @@ const char* WgmmaUnsupportedReason(const WgmmaGemmArgs& args) {
   if (args.k % 8 != 0) return "K must be a multiple of 8 (TMA needs 16-byte row strides for A)";
   if (args.n % 8 != 0) return "N must be a multiple of 8 (TMA needs 16-byte row strides for B)";
   if (args.a == nullptr || args.b == nullptr || args.c == nullptr) return "null operand";
-  if (!Aligned(args.a, 16) || !Aligned(args.b, 16)) return "A and B must be 16-byte aligned for TMA";
-  if (!Aligned(args.c, 4)) return "C must be 4-byte aligned";
+  if (!Aligned(args.a, 16) || !Aligned(args.b, 16) || !Aligned(args.c, 16)) {
+    return "A, B and C must be 16-byte aligned for TMA";
+  }
   if (args.tile != WgmmaTile::k128x128 && args.tile != WgmmaTile::k128x256) return "unknown tile";
   if (args.dtype != WgmmaDType::kF16 && args.dtype != WgmmaDType::kBF16) return "unknown dtype";
   return nullptr;

@@ -7,7 +7,8 @@
 // two consumer warpgroups each own 64 rows of the tile and run wgmma m64nNk16
 // on those stages (A K-major, B MN-major via the transpose bit), keeping one
 // batch of wgmma in flight while releasing the previous stage. The producer
-// runs ahead into the next tile while the consumers store the last one.
+// runs ahead into the next tile while the consumers stage C through shared
+// memory in 64 x 64 boxes that TMA stores asynchronously (clipping the edges).
 //
 // Launch geometry: the grid is one-dimensional, gridDim.x = min(tiles, SMs).
 // CTA b computes tiles b, b + gridDim.x, ...; WgmmaTileAt maps a tile index to
@@ -21,7 +22,7 @@
 // and never stored).
 //
 // Needs: K % 8 == 0 and N % 8 == 0 (TMA wants 16-byte row strides) and
-// 16-byte-aligned A and B; any M. Callers check WgmmaUnsupportedReason first.
+// 16-byte-aligned A, B and C; any M. Callers check WgmmaUnsupportedReason first.
 //
 // Plain C++ API (no absl): usable from .cc files compiled by the host compiler.
 #pragma once
