@@ -563,6 +563,8 @@ void Arbiter::WaitIdle() {
   cv_.wait(lock, [&] { return stopping_ || (tune_queue_.empty() && !tuning_busy_ && in_flight_.empty()); });
 }
 
+size_t Arbiter::queue_depth() const { return streams_->waiting(); }
+
 absl::StatusOr<Verdict> Arbiter::Tune(const Problem& p) {
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
   return MeasureOnce(p);

@@ -133,6 +133,8 @@ class Arbiter {
   absl::Status Health() const { return backend_->Health(); }
   // Measurements run since start (tests: a restarted daemon measures nothing again).
   int64_t measurements() const { return measurements_.load(); }
+  // Dispatches waiting for a device stream now.
+  size_t queue_depth() const;
 
  private:
   class StreamPool;
