@@ -76,6 +76,46 @@ class Metrics::ScrapeTarget : public prometheus::Collectable {
   Metrics* metrics_;
 };
 
+namespace {
+
+// One per RPC: created when the call arrives, done when its status is sent (or,
+// for a call that ends without one, when gRPC destroys it).
+class RpcInterceptor : public grpc::experimental::Interceptor {
+ public:
+  RpcInterceptor(Metrics* metrics, std::string_view path)
+      : scope_(metrics, path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1)) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      scope_.Finish(methods->GetSendStatus());
+    }
+    methods->Proceed();
+  }
+
+ private:
+  Metrics::RpcScope scope_;
+};
+
+class RpcInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit RpcInterceptorFactory(Metrics* metrics) : metrics_(metrics) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new RpcInterceptor(metrics_, info->method() == nullptr ? "" : info->method());
+  }
+
+ private:
+  Metrics* metrics_;
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+Metrics::NewInterceptorFactory() {
+  return std::make_unique<RpcInterceptorFactory>(this);
+}
+
 std::vector<CandidateLabels> CandidateLabelsOf(const Registry& registry) {
   std::vector<CandidateLabels> labels;
   for (const RegisteredCandidate& c : registry.candidates()) {

@@ -12,8 +12,8 @@
 // registry, dtypes, verdict sources, status codes, RPC method names - never
 // shapes, buckets or client identities.
 //
-// Engine events arrive through the ArbiterObserver interface; the services
-// record RPCs through RpcScope; gauges that mirror engine state (queue depth,
+// Engine events arrive through the ArbiterObserver interface; RPCs are recorded
+// by a server interceptor (or, by hand, RpcScope - not both); gauges that mirror engine state (queue depth,
 // verdicts stored, forces, quarantine) are read at scrape time from a probe the
 // daemon installs.
 //
@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include <grpcpp/support/server_interceptor.h>
 #include <grpcpp/support/status.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
@@ -112,6 +113,15 @@ class Metrics : public ArbiterObserver {
   // destroying what it reads (the Arbiter outlives no Metrics, so clear it at
   // shutdown before the Arbiter goes).
   void SetStateProbe(std::function<MetricsState()> probe);
+
+  // Records every RPC of a server built with it: in flight until its status is
+  // sent, then arbiter_rpc_seconds / arbiter_rpcs_total by method (the name
+  // after the last '/' of the gRPC path) and code. The Metrics must outlive
+  // the server. Use either this or RpcScope in handlers, not both.
+  //   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> f;
+  //   f.push_back(metrics->NewInterceptorFactory());
+  //   builder.experimental().SetInterceptorCreators(std::move(f));
+  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewInterceptorFactory();
 
   // One RPC: in flight from construction until Finish (or destruction, which
   // records it as CANCELLED if Finish was never called). `method` is the RPC's

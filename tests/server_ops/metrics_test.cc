@@ -12,7 +12,10 @@
 #include <sstream>
 #include <string>
 
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+
+#include "arbiter/v1/arbiter.grpc.pb.h"
 
 namespace arbiter::server {
 namespace {
@@ -179,6 +182,34 @@ TEST(MetricsTest, RpcScopeCountsInFlightThenMethodAndCode) {
   EXPECT_EQ(Value(s, R"(arbiter_rpc_seconds_count{code="PERMISSION_DENIED",method="Force"})"), 1);
   EXPECT_EQ(Value(s, R"(arbiter_rpcs_total{code="CANCELLED",method="Matmul"})"), 1);
   EXPECT_EQ(Value(s, R"(arbiter_rpcs_total{code="OK",method="Force"})"), 0);
+}
+
+TEST(MetricsTest, InterceptorRecordsEveryRpcByMethodAndCode) {
+  auto m = MakeMetrics();
+  v1::Admin::Service unimplemented;  // every method answers UNIMPLEMENTED
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> factories;
+  factories.push_back(m->NewInterceptorFactory());
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&unimplemented);
+  builder.experimental().SetInterceptorCreators(std::move(factories));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+
+  auto stub = v1::Admin::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext context;
+    v1::ServerInfoResponse response;
+    EXPECT_EQ(stub->ServerInfo(&context, v1::ServerInfoRequest(), &response).error_code(),
+              grpc::StatusCode::UNIMPLEMENTED);
+  }
+  const std::string s = m->Scrape();
+  EXPECT_EQ(Value(s, R"(arbiter_rpcs_total{code="UNIMPLEMENTED",method="ServerInfo"})"), 2);
+  EXPECT_EQ(Value(s, R"(arbiter_rpc_seconds_count{code="UNIMPLEMENTED",method="ServerInfo"})"), 2);
+  EXPECT_EQ(Value(s, "arbiter_inflight_requests"), 0);
+  server->Shutdown();
 }
 
 TEST(MetricsTest, RpcScopeWithoutMetricsRecordsNothingAndPassesTheStatusThrough) {
