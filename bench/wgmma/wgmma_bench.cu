@@ -1,9 +1,9 @@
 // wgmma_bench: for each shape and dtype, first checks every wgmma tile config
 // (and cuBLAS) against an f64 reference on NaN-poisoned C, then times the
 // configs that passed and cublasGemmEx (CUBLAS_COMPUTE_32F, default algo) in
-// the same process with CUDA events: warm-up, then `reps` timed launches, each
-// after a read pass over a buffer of twice the L2 size, so every launch starts
-// cold. Random operands, uniform in [-1, 1). A time is printed only for an
+// the same process with CUDA events: warm-up, then `reps` timed launches of
+// each, round-robin so all see the same clocks, each after a read pass over a
+// buffer of twice the L2 size, so every launch starts cold. Random operands, uniform in [-1, 1). A time is printed only for an
 // output that passed its check.
 //
 //   wgmma_bench [--reps N] [--warmup N] [--dtypes bf16,f16] [--shapes MxNxK,...]
@@ -19,6 +19,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -256,7 +258,9 @@ class Bench {
     CHECK_CUDA(cudaMalloc(&sink_, sizeof(int)));
     CHECK_CUDA(cudaMalloc(&stats_, sizeof(CheckStats)));
     CHECK_CUDA(cudaMalloc(&max_ref_, sizeof(float)));
-    for (int i = 0; i < 2 * kMaxReps; ++i) CHECK_CUDA(cudaEventCreate(&events_[i]));
+    for (auto& per_variant : events_) {
+      for (cudaEvent_t& e : per_variant) CHECK_CUDA(cudaEventCreate(&e));
+    }
   }
 
   void PrintDevice() const {
@@ -267,8 +271,9 @@ class Bench {
     std::printf("device: %s, sm_%d%d, %d SMs, L2 %d MB, driver API %d, runtime %d, cuBLAS %d\n",
                 props_.name, props_.major, props_.minor, props_.multiProcessorCount,
                 props_.l2CacheSize >> 20, driver, runtime, cublas_version);
-    std::printf("method: CUDA events around each launch; %d warm-up, %d timed reps, each after a "
-                "read of a %zu MB buffer (2x L2); median [min-max]\n",
+    std::printf("method: CUDA events around each launch; %d warm-up, %d timed reps, kernels "
+                "interleaved rep by rep, each launch after a read of a %zu MB buffer (2x L2); "
+                "median [min-max] us\n",
                 options_.warmup, options_.reps, flush_bytes_ >> 20);
   }
 
@@ -281,7 +286,8 @@ class Bench {
   }
 
  private:
-  static constexpr int kMaxReps = 200;
+  static constexpr int kMaxReps = 100;
+  static constexpr size_t kMaxVariants = 4;
 
   bool RunShape(WgmmaDType dtype, const Shape& s, uint64_t seed, std::vector<std::string>* rows) {
     const bool bf16 = dtype == WgmmaDType::kBF16;
@@ -337,10 +343,16 @@ class Bench {
     };
     auto poison = [&] { CHECK_CUDA(cudaMemsetAsync(c, 0xFF, c_count * 2, stream_)); };  // 0xFFFF: NaN
 
-    bool all_ok = true;
-    char cell[160];
-    std::string line = std::string("| ") + dname + " | " + shape_name + " |";
-    double best_us = 0;
+    // Every wgmma tile config, then cuBLAS (row-major via C^T = B^T A^T in column-major).
+    struct Variant {
+      std::string name;
+      std::function<void()> launch;  // empty: declined
+      std::string declined;
+      bool ok = false;
+      CheckStats stats{};
+      Timing timing;
+    };
+    std::vector<Variant> variants;
     for (WgmmaTile tile : arbiter::wgmma::kAllWgmmaTiles) {
       arbiter::wgmma::WgmmaGemmArgs args;
       args.dtype = dtype;
@@ -348,62 +360,77 @@ class Bench {
       args.m = s.m, args.n = s.n, args.k = s.k;
       args.a = a, args.b = b, args.c = c;
       args.num_sms = props_.multiProcessorCount;
+      Variant v;
+      v.name = arbiter::wgmma::WgmmaTileName(tile);
       if (const char* why = arbiter::wgmma::WgmmaUnsupportedReason(args)) {
-        std::snprintf(cell, sizeof(cell), " declined (%s) |", why);
-        line += cell;
-        continue;
+        v.declined = why;
+      } else {
+        v.launch = [this, args] { CHECK_CUDA(arbiter::wgmma::LaunchWgmmaGemm(args, stream_)); };
       }
-      auto launch = [&] { CHECK_CUDA(arbiter::wgmma::LaunchWgmmaGemm(args, stream_)); };
-      poison();
-      launch();
-      CheckStats st{};
-      const bool ok = check(&st);
-      std::fprintf(stderr, "check %s %s %s: %s worst err/tol %.3g, measured rel %.3g, bad %u, unwritten %u\n",
-                   dname, shape_name, arbiter::wgmma::WgmmaTileName(tile), ok ? "PASS" : "FAIL",
-                   st.worst_ratio, st.worst_rel, st.bad, st.nonfinite);
-      if (!ok) {
-        all_ok = false;
-        std::snprintf(cell, sizeof(cell), " FAILED check (bad %u, unwritten %u) |", st.bad, st.nonfinite);
-        line += cell;
-        continue;
-      }
-      const Timing t = Time(launch);
-      if (best_us == 0 || t.median_us < best_us) best_us = t.median_us;
-      std::snprintf(cell, sizeof(cell), " %.1f [%.1f-%.1f] (err/tol %.2g) |", t.median_us, t.min_us,
-                    t.max_us, st.worst_ratio);
-      line += cell;
+      variants.push_back(std::move(v));
     }
-
-    // cuBLAS, row-major via C^T = B^T A^T in column-major.
     const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-    const float alpha = 1.0f, beta = 0.0f;
-    auto cublas = [&] {
+    Variant cublas;
+    cublas.name = "cublas";
+    cublas.launch = [this, s, a, b, c, type] {
+      const float alpha = 1.0f, beta = 0.0f;
       CHECK_CUBLAS(cublasGemmEx(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(s.n),
                                 static_cast<int>(s.m), static_cast<int>(s.k), &alpha, b, type,
                                 static_cast<int>(s.n), a, type, static_cast<int>(s.k), &beta, c, type,
                                 static_cast<int>(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     };
-    poison();
-    cublas();
-    CheckStats st{};
-    const bool cublas_ok = check(&st);
-    std::fprintf(stderr, "check %s %s cublas: %s worst err/tol %.3g, measured rel %.3g\n", dname,
-                 shape_name, cublas_ok ? "PASS" : "FAIL", st.worst_ratio, st.worst_rel);
-    double cublas_us = 0;
-    if (cublas_ok) {
-      const Timing t = Time(cublas);
-      cublas_us = t.median_us;
-      std::snprintf(cell, sizeof(cell), " %.1f [%.1f-%.1f] |", t.median_us, t.min_us, t.max_us);
-    } else {
-      std::snprintf(cell, sizeof(cell), " FAILED check |");
+    variants.push_back(std::move(cublas));
+
+    // Check each on poisoned C; only those that pass are timed.
+    bool all_ok = true;
+    std::vector<Variant*> timed;
+    for (Variant& v : variants) {
+      if (!v.launch) continue;
+      poison();
+      v.launch();
+      v.ok = check(&v.stats);
+      std::fprintf(stderr, "check %s %s %s: %s worst err/tol %.3g, measured rel %.3g, bad %u, unwritten %u\n",
+                   dname, shape_name, v.name.c_str(), v.ok ? "PASS" : "FAIL", v.stats.worst_ratio,
+                   v.stats.worst_rel, v.stats.bad, v.stats.nonfinite);
+      if (v.ok) {
+        timed.push_back(&v);
+      } else {
+        all_ok = false;
+      }
     }
-    line += cell;
+    std::vector<std::function<void()>> launches;
+    for (Variant* v : timed) launches.push_back(v->launch);
+    const std::vector<Timing> timings = TimeInterleaved(launches);
+    for (size_t i = 0; i < timed.size(); ++i) timed[i]->timing = timings[i];
+
+    char cell[160];
+    std::string line = std::string("| ") + dname + " | " + shape_name + " |";
+    double best_us = 0, cublas_us = 0;
+    float worst_ratio = 0;  // over the wgmma configs that passed
+    for (const Variant& v : variants) {
+      if (v.ok && v.name != "cublas") worst_ratio = std::max(worst_ratio, v.stats.worst_ratio);
+      if (!v.launch) {
+        std::snprintf(cell, sizeof(cell), " declined (%s) |", v.declined.c_str());
+      } else if (!v.ok) {
+        std::snprintf(cell, sizeof(cell), " FAILED check (bad %u, unwritten %u) |", v.stats.bad,
+                      v.stats.nonfinite);
+      } else {
+        std::snprintf(cell, sizeof(cell), " %.1f [%.1f-%.1f] |", v.timing.median_us,
+                      v.timing.min_us, v.timing.max_us);
+        if (v.name == "cublas") {
+          cublas_us = v.timing.median_us;
+        } else if (best_us == 0 || v.timing.median_us < best_us) {
+          best_us = v.timing.median_us;
+        }
+      }
+      line += cell;
+    }
     const double flops = 2.0 * s.m * s.n * s.k;
     if (best_us > 0 && cublas_us > 0) {
-      std::snprintf(cell, sizeof(cell), " %.0f | %.0f | %.1f%% |", flops / best_us * 1e-6,
-                    flops / cublas_us * 1e-6, 100.0 * cublas_us / best_us);
+      std::snprintf(cell, sizeof(cell), " %.0f | %.0f | %.1f%% | %.2f |", flops / best_us * 1e-6,
+                    flops / cublas_us * 1e-6, 100.0 * cublas_us / best_us, worst_ratio);
     } else {
-      std::snprintf(cell, sizeof(cell), " - | - | - |");
+      std::snprintf(cell, sizeof(cell), " - | - | - | - |");
     }
     line += cell;
     rows->push_back(line);
@@ -417,20 +444,33 @@ class Bench {
     return all_ok;
   }
 
-  template <class Launch>
-  Timing Time(const Launch& launch) {
+  // Times the launches round-robin (rep i of every launch before rep i + 1 of
+  // any), so all see the same clock and thermal state; each timed launch
+  // follows a cache flush, outside its events.
+  std::vector<Timing> TimeInterleaved(const std::vector<std::function<void()>>& launches) {
     const int reps = std::min(options_.reps, kMaxReps);
-    for (int i = 0; i < options_.warmup; ++i) launch();
+    const size_t count = std::min(launches.size(), kMaxVariants);
+    for (int i = 0; i < options_.warmup; ++i) {
+      for (size_t v = 0; v < count; ++v) launches[v]();
+    }
     for (int i = 0; i < reps; ++i) {
-      Flush();
-      CHECK_CUDA(cudaEventRecord(events_[2 * i], stream_));
-      launch();
-      CHECK_CUDA(cudaEventRecord(events_[2 * i + 1], stream_));
+      for (size_t v = 0; v < count; ++v) {
+        Flush();
+        CHECK_CUDA(cudaEventRecord(events_[v][2 * i], stream_));
+        launches[v]();
+        CHECK_CUDA(cudaEventRecord(events_[v][2 * i + 1], stream_));
+      }
     }
     CHECK_CUDA(cudaStreamSynchronize(stream_));
-    std::vector<float> ms(reps);
-    for (int i = 0; i < reps; ++i) CHECK_CUDA(cudaEventElapsedTime(&ms[i], events_[2 * i], events_[2 * i + 1]));
-    return Summarize(ms);
+    std::vector<Timing> out;
+    for (size_t v = 0; v < count; ++v) {
+      std::vector<float> ms(reps);
+      for (int i = 0; i < reps; ++i) {
+        CHECK_CUDA(cudaEventElapsedTime(&ms[i], events_[v][2 * i], events_[v][2 * i + 1]));
+      }
+      out.push_back(Summarize(ms));
+    }
+    return out;
   }
 
   void Flush() {
@@ -448,7 +488,7 @@ class Bench {
   int* sink_ = nullptr;
   CheckStats* stats_ = nullptr;
   float* max_ref_ = nullptr;
-  cudaEvent_t events_[2 * kMaxReps];
+  cudaEvent_t events_[kMaxVariants][2 * kMaxReps];
 };
 
 }  // namespace
@@ -460,9 +500,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> rows;
   bool ok = true;
   for (WgmmaDType dtype : options.dtypes) ok &= bench.RunDType(dtype, &rows);
-  std::printf("\n| dtype | M x N x K | wgmma 128x128 us | wgmma 128x256 us | cuBLAS us | best wgmma TFLOP/s "
-              "| cuBLAS TFLOP/s | best wgmma / cuBLAS |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+  std::printf("\n| dtype | M x N x K |");
+  for (WgmmaTile tile : arbiter::wgmma::kAllWgmmaTiles) {
+    std::printf(" wgmma %s us |", arbiter::wgmma::WgmmaTileName(tile));
+  }
+  std::printf(" cuBLAS us | best wgmma TFLOP/s | cuBLAS TFLOP/s | best wgmma / cuBLAS "
+              "| wgmma worst err/tol |\n|---|---|");
+  for (size_t i = 0; i < std::size(arbiter::wgmma::kAllWgmmaTiles); ++i) std::printf("---|");
+  std::printf("---|---|---|---|---|\n");
   for (const std::string& row : rows) std::printf("%s\n", row.c_str());
   std::printf("\n%s\n", ok ? "all checks passed" : "SOME CHECKS FAILED");
   return ok ? 0 : 1;
