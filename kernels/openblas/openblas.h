@@ -5,9 +5,11 @@
 // cblas.h but the library does not export it (built without BUILD_BFLOAT16),
 // and OpenBLAS has no f16 GEMM.
 //
-// Determinism: run_to_run. OpenBLAS splits a GEMM over M and N only (never K),
-// by a thread count CpuBackend pins at Create; the split depends on M, so rows
-// may round differently at another M: not batch_invariant.
+// Determinism: run_to_run. OpenBLAS partitions a GEMM by a thread count that
+// CpuBackend pins at Create, so identical inputs take identical paths (the
+// engine verifies this by running it twice). The partition and its small-matrix
+// paths depend on M, so a row may round differently at another M: not
+// batch_invariant.
 #pragma once
 
 #include "engine/candidate.h"
