@@ -124,7 +124,7 @@ EOF
 prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
   --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
 prom_pid=$!
-if wait_for 60 curl -fsS -o /dev/null "http://127.0.0.1:$prom_port/-/ready"; then
+if wait_for 60 curl -fs -o /dev/null "http://127.0.0.1:$prom_port/-/ready"; then
   pass "prometheus is ready"
 else
   fail "prometheus is ready" "$work/prometheus.log"

@@ -280,6 +280,24 @@ def main(argv):
                       expect, (("authorization", "Bearer " + token),), grpc.StatusCode.OK)
             guarded.stop()
 
+            def refuses_non_loopback_without_token():
+                exposed_dir = os.path.join(work, "exposed")
+                os.mkdir(exposed_dir)
+                try:
+                    result = subprocess.run(
+                        [binary, "--listen=0.0.0.0:0", "--backend=cpu",
+                         "--port-file=" + os.path.join(exposed_dir, "port"),
+                         "--store=" + os.path.join(exposed_dir, "verdicts.db")],
+                        capture_output=True, text=True, timeout=STARTUP_SECONDS)
+                except subprocess.TimeoutExpired:  # run() has killed it
+                    raise AssertionError("arbiterd kept running on 0.0.0.0 without an admin token")
+                check(result.returncode != 0, "arbiterd exited 0")
+                check("--admin-token-file" in result.stdout + result.stderr,
+                      "the refusal does not name --admin-token-file:\n" + result.stdout + result.stderr)
+                check(not os.path.exists(os.path.join(exposed_dir, "port")), "it served before refusing")
+
+            suite.run("a non-loopback listener without a token refuses to start", refuses_non_loopback_without_token)
+
     print("%d passed, %d failed" % (suite.passed, suite.failed))
     return 0 if suite.failed == 0 else 1
 
