@@ -1,0 +1,515 @@
+// cuda_kernels_check: correctness, then device time, of the hand-written CUDA
+// kernel families (kernels/{mma_warp,mma_tiled,splitk,gemv,simt}) next to
+// cublasGemmEx, in one process on one device.
+//
+// Correctness: for each shape and dtype, random operands in [-1, 1) (never
+// zeros), an f64 reference computed on the device over the operands as stored,
+// C and a guard past it poisoned with NaN before every run; every element must
+// be written, finite and within the family's budget (engine/contract.h:
+// |c - ref| <= abs + rel*sqrt(K)*max|ref| + u(dtype)*|ref|), and the guard
+// untouched. Any failure is printed as FAIL and makes the exit status 1.
+// Headroom = budget rel / measured rel, where measured rel = max over elements
+// of max(0, |c - ref| - u*|ref|) / (sqrt(K) * max|ref|).
+//
+// Timing (bf16): CUDA events around the launch alone, after warm-up, with L2
+// flushed (a 2x L2 buffer memset) before every sample; median, IQR/median and
+// min of --reps samples.
+//
+// usage: cuda_kernels_check [--reps N] [--shapes MxNxK,...]
+// Bench tool: CUDA errors exit on the spot, naming the call.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "engine/dtype.h"
+#include "kernels/gemv/gemv.h"
+#include "kernels/mma_tiled/mma_tiled.h"
+#include "kernels/mma_warp/mma_warp.h"
+#include "kernels/simt/simt.h"
+#include "kernels/splitk/splitk.h"
+
+namespace {
+
+using arbiter::DType;
+using arbiter::ElementSize;   // engine/dtype.h
+using arbiter::UnitRoundoff;
+namespace k = arbiter::kernels;
+
+#define CUDA_CHECK(call)                                                                     \
+  do {                                                                                       \
+    cudaError_t err_ = (call);                                                               \
+    if (err_ != cudaSuccess) {                                                               \
+      std::fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call,                \
+                   cudaGetErrorName(err_), cudaGetErrorString(err_));                        \
+      std::exit(2);                                                                          \
+    }                                                                                        \
+  } while (0)
+#define CUBLAS_CHECK(call)                                                                   \
+  do {                                                                                       \
+    cublasStatus_t st_ = (call);                                                             \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                      \
+      std::fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #call,       \
+                   static_cast<int>(st_));                                                   \
+      std::exit(2);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+constexpr size_t kGuardBytes = 4096;
+
+const char* Name(DType d) {
+  switch (d) {
+    case DType::kF32: return "f32";
+    case DType::kF64: return "f64";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+  }
+  return "?";
+}
+// ---- device helpers: random fill, f64 reference, checker ----------------------
+
+__device__ __forceinline__ uint64_t SplitMix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+template <typename T>
+__device__ __forceinline__ T FromDouble(double v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __double2half(v);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __double2bfloat16(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+template <typename T>
+__device__ __forceinline__ double ToDouble(T v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(v);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(v);
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// Uniform in [-1, 1), rounded to T.
+template <typename T>
+__global__ void FillKernel(T* out, int64_t count, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint64_t r = SplitMix(seed * 0x100000001b3ull + static_cast<uint64_t>(i));
+    const double u = static_cast<double>(r >> 11) * 0x1.0p-53;  // [0, 1)
+    out[i] = FromDouble<T>(2.0 * u - 1.0);
+  }
+}
+
+// C = A B in f64 over the stored operands: one element per thread, 16x16
+// shared-memory tiles. grid.x walks N, grid.y walks M, grid.z splits nothing.
+template <typename T>
+__global__ void ReferenceKernel(const T* a, const T* b, double* c, int m, int n, int k) {
+  __shared__ double as[16][17];
+  __shared__ double bs[16][17];
+  const int row = blockIdx.y * 16 + threadIdx.y;
+  const int col = blockIdx.x * 16 + threadIdx.x;
+  double acc = 0;
+  for (int k0 = 0; k0 < k; k0 += 16) {
+    const int ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
+    as[threadIdx.y][threadIdx.x] =
+        (row < m && ka < k) ? ToDouble(a[static_cast<int64_t>(row) * k + ka]) : 0.0;
+    bs[threadIdx.y][threadIdx.x] =
+        (kb < k && col < n) ? ToDouble(b[static_cast<int64_t>(kb) * n + col]) : 0.0;
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < 16; ++kk) acc = fma(as[threadIdx.y][kk], bs[kk][threadIdx.x], acc);
+    __syncthreads();
+  }
+  if (row < m && col < n) c[static_cast<int64_t>(row) * n + col] = acc;
+}
+
+__global__ void MaxAbsKernel(const double* ref, int64_t count, unsigned long long* out) {
+  double local = 0;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    local = fmax(local, fabs(ref[i]));
+  }
+  // Non-negative doubles order like their bit patterns.
+  atomicMax(out, static_cast<unsigned long long>(__double_as_longlong(local)));
+}
+
+struct CheckResult {
+  unsigned long long nonfinite;
+  unsigned long long out_of_budget;
+  unsigned long long max_err_bits;     // max |c - ref|
+  unsigned long long max_excess_bits;  // max (|c - ref| - u*|ref|), clamped at 0
+  unsigned long long first_bad;        // smallest failing index (or ~0)
+  unsigned long long guard_touched;
+};
+
+template <typename T>
+__global__ void CheckKernel(const T* c, const double* ref, int64_t count, double fixed_tol,
+                            double u, const unsigned char* guard, int guard_bytes,
+                            CheckResult* out) {
+  double max_err = 0, max_excess = 0;
+  unsigned long long nonfinite = 0, bad = 0, first = ~0ull;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const double v = ToDouble(c[i]);
+    const double r = ref[i];
+    if (!isfinite(v)) {
+      ++nonfinite;
+      first = min(first, static_cast<unsigned long long>(i));
+      continue;
+    }
+    const double err = fabs(v - r);
+    max_err = fmax(max_err, err);
+    max_excess = fmax(max_excess, err - u * fabs(r));
+    if (err > fixed_tol + u * fabs(r)) {
+      ++bad;
+      first = min(first, static_cast<unsigned long long>(i));
+    }
+  }
+  if (blockIdx.x == 0) {
+    for (int i = threadIdx.x; i < guard_bytes; i += blockDim.x) {
+      if (guard[i] != 0xff) atomicAdd(&out->guard_touched, 1ull);
+    }
+  }
+  if (nonfinite) atomicAdd(&out->nonfinite, nonfinite);
+  if (bad) atomicAdd(&out->out_of_budget, bad);
+  if (first != ~0ull) atomicMin(&out->first_bad, first);
+  atomicMax(&out->max_err_bits, static_cast<unsigned long long>(__double_as_longlong(max_err)));
+  atomicMax(&out->max_excess_bits,
+            static_cast<unsigned long long>(__double_as_longlong(fmax(max_excess, 0.0))));
+}
+
+template <typename F>
+void ForDtype(DType d, F&& f) {
+  switch (d) {
+    case DType::kF32: f(float{}); break;
+    case DType::kF64: f(double{}); break;
+    case DType::kF16: f(__half{}); break;
+    case DType::kBF16: f(__nv_bfloat16{}); break;
+  }
+}
+
+// ---- the candidates ---------------------------------------------------------------
+
+struct Op {
+  DType dtype;
+  const void* a;
+  const void* b;
+  void* c;
+  int64_t m, n, k;
+};
+
+struct Candidate {
+  std::string name;
+  std::vector<DType> dtypes;
+  int64_t max_m;
+  double abs, rel;  // budget; rel <= 0: informational (cuBLAS), never fails the run
+  std::function<void(const Op&, cudaStream_t)> run;
+};
+
+struct Context {
+  int sm_count = 0;
+  cublasHandle_t cublas = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+Context g_ctx;
+
+void* Workspace(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (bytes > g_ctx.workspace_bytes) {
+    CUDA_CHECK(cudaFree(g_ctx.workspace));
+    CUDA_CHECK(cudaMalloc(&g_ctx.workspace, bytes));
+    g_ctx.workspace_bytes = bytes;
+  }
+  return g_ctx.workspace;
+}
+
+template <class Args>
+Args Fill(const Op& op) {
+  Args args;
+  args.dtype = op.dtype;
+  args.a = op.a;
+  args.b = op.b;
+  args.c = op.c;
+  args.m = op.m;
+  args.n = op.n;
+  args.k = op.k;
+  return args;
+}
+
+void Cublas(const Op& op, cudaStream_t stream) {
+  cudaDataType_t type = op.dtype == DType::kF16    ? CUDA_R_16F
+                        : op.dtype == DType::kBF16 ? CUDA_R_16BF
+                                                   : CUDA_R_32F;
+  const float alpha = 1.f, beta = 0.f;
+  CUBLAS_CHECK(cublasSetStream(g_ctx.cublas, stream));
+  // Row-major C = A B is column-major C^T = B^T A^T.
+  CUBLAS_CHECK(cublasGemmEx(g_ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(op.n),
+                            static_cast<int>(op.m), static_cast<int>(op.k), &alpha, op.b, type,
+                            static_cast<int>(op.n), op.a, type, static_cast<int>(op.k), &beta,
+                            op.c, type, static_cast<int>(op.n), CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+}
+
+std::vector<Candidate> Candidates() {
+  const std::vector<DType> half = {DType::kF16, DType::kBF16};
+  const int64_t any = INT64_MAX;
+  std::vector<Candidate> out;
+  out.push_back({"mma_warp", half, any, k::kMmaWarpBudgetAbs, k::kMmaWarpBudgetRel,
+                 [](const Op& op, cudaStream_t s) {
+                   CUDA_CHECK(k::LaunchMmaWarp(Fill<k::MmaWarpArgs>(op), s));
+                 }});
+  out.push_back({"mma_tiled", half, any, k::kMmaTiledBudgetAbs, k::kMmaTiledBudgetRel,
+                 [](const Op& op, cudaStream_t s) {
+                   k::MmaTiledArgs args = Fill<k::MmaTiledArgs>(op);
+                   args.sm_count = g_ctx.sm_count;
+                   args.workspace_bytes = k::MmaTiledWorkspaceBytes(args);
+                   args.workspace = Workspace(args.workspace_bytes);
+                   CUDA_CHECK(k::LaunchMmaTiled(args, s));
+                 }});
+  for (bool atomic : {false, true}) {
+    out.push_back({atomic ? "splitk_atomic" : "splitk", half, any, k::kSplitKBudgetAbs,
+                   k::kSplitKBudgetRel, [atomic](const Op& op, cudaStream_t s) {
+                     k::SplitKArgs args = Fill<k::SplitKArgs>(op);
+                     args.atomic = atomic;
+                     args.sm_count = g_ctx.sm_count;
+                     args.workspace_bytes = k::SplitKWorkspaceBytes(args);
+                     args.workspace = Workspace(args.workspace_bytes);
+                     CUDA_CHECK(k::LaunchSplitK(args, s));
+                   }});
+  }
+  out.push_back({"gemv", half, k::kGemvMaxM, k::kGemvBudgetAbs, k::kGemvBudgetRel,
+                 [](const Op& op, cudaStream_t s) {
+                   k::GemvArgs args = Fill<k::GemvArgs>(op);
+                   args.sm_count = g_ctx.sm_count;
+                   args.workspace_bytes = k::GemvWorkspaceBytes(args);
+                   args.workspace = Workspace(args.workspace_bytes);
+                   CUDA_CHECK(k::LaunchGemv(args, s));
+                 }});
+  out.push_back({"simt", {DType::kF16, DType::kBF16, DType::kF32}, any, k::kSimtBudgetAbs,
+                 k::kSimtBudgetRel, [](const Op& op, cudaStream_t s) {
+                   CUDA_CHECK(k::LaunchSimt(Fill<k::SimtArgs>(op), s));
+                 }});
+  out.push_back({"cublasGemmEx", {DType::kF16, DType::kBF16, DType::kF32}, any, 1e-5, -2e-6,
+                 Cublas});
+  return out;
+}
+
+// ---- the run --------------------------------------------------------------------
+
+struct Shape {
+  int64_t m, n, k;
+};
+
+struct Timing {
+  std::string shape, name;
+  double median_us = 0, spread = 0, min_us = 0, tflops = 0;
+};
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * (v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+
+std::string ShapeText(const Shape& s) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%ldx%ldx%ld", static_cast<long>(s.m), static_cast<long>(s.n),
+                static_cast<long>(s.k));
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 25;
+  std::vector<Shape> shapes = {{1, 1, 1},       {1, 4096, 4096},    {16, 16, 65536},
+                               {777, 333, 2049}, {64, 8192, 8192},   {1024, 1024, 1024},
+                               {2048, 2048, 2048}, {4095, 4095, 4095}};
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
+      reps = std::max(3, std::atoi(argv[++i]));
+    } else if (!std::strcmp(argv[i], "--shapes") && i + 1 < argc) {
+      shapes.clear();
+      for (char* tok = std::strtok(argv[++i], ","); tok; tok = std::strtok(nullptr, ",")) {
+        long m, n, kk;
+        if (std::sscanf(tok, "%ldx%ldx%ld", &m, &n, &kk) == 3) shapes.push_back({m, n, kk});
+      }
+    } else {
+      std::fprintf(stderr, "usage: %s [--reps N] [--shapes MxNxK,...]\n", argv[0]);
+      return 2;
+    }
+  }
+
+  int device = 0, driver = 0, runtime = 0, cublas_version = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp props{};
+  CUDA_CHECK(cudaGetDeviceProperties(&props, device));
+  CUDA_CHECK(cudaDriverGetVersion(&driver));
+  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  CUBLAS_CHECK(cublasCreate(&g_ctx.cublas));
+  CUBLAS_CHECK(cublasGetVersion(g_ctx.cublas, &cublas_version));
+  g_ctx.sm_count = props.multiProcessorCount;
+  std::printf("device: %s, sm_%d%d, %d SMs, L2 %d MB, driver %d, runtime %d, cuBLAS %d\n",
+              props.name, props.major, props.minor, props.multiProcessorCount,
+              props.l2CacheSize >> 20, driver, runtime, cublas_version);
+
+  size_t max_a = 0, max_b = 0, max_c = 0;
+  for (const Shape& s : shapes) {
+    max_a = std::max<size_t>(max_a, s.m * s.k);
+    max_b = std::max<size_t>(max_b, s.k * s.n);
+    max_c = std::max<size_t>(max_c, s.m * s.n);
+  }
+  void *a, *b, *c;
+  double* ref;
+  CheckResult* check;
+  unsigned long long* max_ref_bits;
+  CUDA_CHECK(cudaMalloc(&a, max_a * 4));
+  CUDA_CHECK(cudaMalloc(&b, max_b * 4));
+  CUDA_CHECK(cudaMalloc(&c, max_c * 4 + kGuardBytes));
+  CUDA_CHECK(cudaMalloc(&ref, max_c * sizeof(double)));
+  CUDA_CHECK(cudaMalloc(&check, sizeof(CheckResult)));
+  CUDA_CHECK(cudaMalloc(&max_ref_bits, sizeof(unsigned long long)));
+  const size_t flush_bytes = 2 * static_cast<size_t>(props.l2CacheSize);
+  void* flush;
+  CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+
+  const std::vector<Candidate> candidates = Candidates();
+  int failures = 0;
+  uint64_t seed = 1;
+  std::vector<Timing> timings;
+
+  for (const Shape& s : shapes) {
+    for (DType dtype : {DType::kF16, DType::kBF16, DType::kF32}) {
+      const size_t es = ElementSize(dtype);
+      const int64_t mn = s.m * s.n;
+      ForDtype(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        FillKernel<T><<<1024, 256, 0, stream>>>(static_cast<T*>(a), s.m * s.k, seed++);
+        FillKernel<T><<<1024, 256, 0, stream>>>(static_cast<T*>(b), s.k * s.n, seed++);
+        const dim3 grid((s.n + 15) / 16, (s.m + 15) / 16);
+        ReferenceKernel<T><<<grid, dim3(16, 16), 0, stream>>>(
+            static_cast<const T*>(a), static_cast<const T*>(b), ref, s.m, s.n, s.k);
+      });
+      CUDA_CHECK(cudaGetLastError());
+      CUDA_CHECK(cudaMemsetAsync(max_ref_bits, 0, sizeof(unsigned long long), stream));
+      MaxAbsKernel<<<256, 256, 0, stream>>>(ref, mn, max_ref_bits);
+      CUDA_CHECK(cudaGetLastError());
+      unsigned long long bits = 0;
+      CUDA_CHECK(cudaMemcpyAsync(&bits, max_ref_bits, sizeof bits, cudaMemcpyDeviceToHost, stream));
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      double max_ref;
+      std::memcpy(&max_ref, &bits, sizeof max_ref);
+
+      const Op op{dtype, a, b, c, s.m, s.n, s.k};
+      for (const Candidate& cand : candidates) {
+        if (std::find(cand.dtypes.begin(), cand.dtypes.end(), dtype) == cand.dtypes.end()) continue;
+        if (s.m > cand.max_m) continue;
+        CUDA_CHECK(cudaMemsetAsync(c, 0xff, mn * es + kGuardBytes, stream));
+        cand.run(op, stream);
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaMemsetAsync(check, 0, sizeof(CheckResult), stream));
+        CUDA_CHECK(cudaMemsetAsync(&check->first_bad, 0xff, sizeof(unsigned long long), stream));
+        const double rel = std::fabs(cand.rel);
+        const double fixed_tol = cand.abs + rel * std::sqrt(static_cast<double>(s.k)) * max_ref;
+        ForDtype(dtype, [&](auto tag) {
+          using T = decltype(tag);
+          CheckKernel<T><<<512, 256, 0, stream>>>(
+              static_cast<const T*>(c), ref, mn, fixed_tol, UnitRoundoff(dtype),
+              static_cast<const unsigned char*>(c) + mn * es, kGuardBytes, check);
+        });
+        CUDA_CHECK(cudaGetLastError());
+        CheckResult r;
+        CUDA_CHECK(cudaMemcpyAsync(&r, check, sizeof r, cudaMemcpyDeviceToHost, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        double max_err, max_excess;
+        std::memcpy(&max_err, &r.max_err_bits, sizeof max_err);
+        std::memcpy(&max_excess, &r.max_excess_bits, sizeof max_excess);
+        const double measured = max_ref > 0 ? max_excess / (std::sqrt(double(s.k)) * max_ref) : 0;
+        const bool ok = r.nonfinite == 0 && r.out_of_budget == 0 && r.guard_touched == 0;
+        const bool informational = cand.rel < 0;
+        if (!ok && !informational) ++failures;
+        std::printf("%-5s %-16s %-14s %s  max|err| %.3g  max|ref| %.3g  rel/sqrt(K) %.3g  "
+                    "headroom %s",
+                    ok ? "ok" : (informational ? "WARN" : "FAIL"), ShapeText(s).c_str(),
+                    cand.name.c_str(), Name(dtype), max_err, max_ref, measured,
+                    measured > 0 ? std::to_string(rel / measured).substr(0, 8).c_str() : "inf");
+        if (!ok) {
+          std::printf("  [%llu unwritten/non-finite, %llu over budget, guard %llu, "
+                      "first C[%lld,%lld]]",
+                      r.nonfinite, r.out_of_budget, r.guard_touched,
+                      static_cast<long long>(r.first_bad / s.n),
+                      static_cast<long long>(r.first_bad % s.n));
+        }
+        std::printf("\n");
+        std::fflush(stdout);
+
+        if (dtype != DType::kBF16) continue;
+        // Timing, bf16 only: warm-up, then cold-L2 samples.
+        for (int i = 0; i < 3; ++i) cand.run(op, stream);
+        std::vector<double> samples;
+        for (int i = 0; i < reps; ++i) {
+          CUDA_CHECK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream));
+          CUDA_CHECK(cudaEventRecord(start, stream));
+          cand.run(op, stream);
+          CUDA_CHECK(cudaEventRecord(stop, stream));
+          CUDA_CHECK(cudaEventSynchronize(stop));
+          float ms = 0;
+          CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+          samples.push_back(ms * 1e3);
+        }
+        CUDA_CHECK(cudaGetLastError());
+        Timing t;
+        t.shape = ShapeText(s);
+        t.name = cand.name;
+        t.median_us = Percentile(samples, 0.5);
+        t.spread = (Percentile(samples, 0.75) - Percentile(samples, 0.25)) / t.median_us;
+        t.min_us = *std::min_element(samples.begin(), samples.end());
+        t.tflops = 2.0 * s.m * s.n * s.k / (t.median_us * 1e-6) / 1e12;
+        timings.push_back(t);
+      }
+    }
+  }
+
+  std::printf("\n## bf16, cold L2, %d samples each (device time, CUDA events)\n\n", reps);
+  std::printf("| shape (MxNxK) | candidate | median us | IQR/median | min us | TFLOP/s "
+              "| vs cuBLAS |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const Timing& t : timings) {
+    double cublas_us = 0;
+    for (const Timing& u : timings) {
+      if (u.shape == t.shape && u.name == "cublasGemmEx") cublas_us = u.median_us;
+    }
+    std::printf("| %s | %s | %.1f | %.1f%% | %.1f | %.1f | %.2fx |\n", t.shape.c_str(),
+                t.name.c_str(), t.median_us, 100 * t.spread, t.min_us, t.tflops,
+                cublas_us > 0 ? cublas_us / t.median_us : 0.0);
+  }
+  std::printf("\n%s: %d correctness failure(s)\n", failures ? "FAIL" : "PASS", failures);
+  return failures ? 1 : 0;
+}

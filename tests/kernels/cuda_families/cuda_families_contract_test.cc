@@ -1,0 +1,82 @@
+// The contracts the hand-written CUDA families register: valid for the
+// registry, with the names, determinism, architecture and coverage the kernels
+// are written to honour (their device tests check the claims themselves).
+// No device needed.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/candidate.h"
+#include "engine/contract.h"
+#include "kernels/gemv/gemv_candidate.h"
+#include "kernels/mma_tiled/mma_tiled_candidate.h"
+#include "kernels/mma_warp/mma_warp_candidate.h"
+#include "kernels/simt/simt_candidate.h"
+#include "kernels/splitk/splitk_candidate.h"
+
+namespace arbiter {
+namespace {
+
+std::vector<CandidateSpec> All() {
+  std::vector<CandidateSpec> specs = {MakeMmaWarpCandidate(), MakeMmaTiledCandidate(),
+                                      MakeGemvCandidate(), MakeSimtCandidate()};
+  for (CandidateSpec& s : MakeSplitkCandidate()) specs.push_back(std::move(s));
+  return specs;
+}
+
+const CandidateSpec& Named(const std::vector<CandidateSpec>& specs, const std::string& name) {
+  for (const CandidateSpec& s : specs) {
+    if (s.name == name) return s;
+  }
+  ADD_FAILURE() << "no candidate " << name;
+  static const CandidateSpec empty;
+  return empty;
+}
+
+TEST(CudaFamilyContracts, EveryCandidateValidates) {
+  for (const CandidateSpec& spec : All()) {
+    EXPECT_TRUE(ValidateCandidate(spec).ok()) << spec << ": " << ValidateCandidate(spec);
+    for (const CandidateMember& m : spec.members) EXPECT_TRUE(m.run) << spec << " " << m.contract;
+  }
+}
+
+TEST(CudaFamilyContracts, DeterminismClaimsMatchTheKernels) {
+  const std::vector<CandidateSpec> specs = All();
+  const std::pair<const char*, Determinism> expected[] = {
+      {"mma_warp", Determinism::kBatchInvariant}, {"mma_tiled", Determinism::kBatchInvariant},
+      {"gemv", Determinism::kBatchInvariant},     {"simt", Determinism::kBatchInvariant},
+      {"splitk", Determinism::kRunToRun},
+      {"splitk_atomic", Determinism::kNondeterministic}};
+  for (const auto& [name, determinism] : expected) {
+    for (const CandidateMember& m : Named(specs, name).members) {
+      EXPECT_EQ(m.contract.determinism, determinism) << name << " " << m.contract;
+    }
+  }
+}
+
+TEST(CudaFamilyContracts, TensorCoreFamiliesTakeHalfTypesOnly) {
+  const std::vector<CandidateSpec> specs = All();
+  for (const char* name : {"mma_warp", "mma_tiled", "splitk", "splitk_atomic", "gemv"}) {
+    const CandidateSpec& spec = Named(specs, name);
+    EXPECT_NE(spec.Member(DType::kF16), nullptr) << name;
+    EXPECT_NE(spec.Member(DType::kBF16), nullptr) << name;
+    EXPECT_EQ(spec.Member(DType::kF32), nullptr) << name;
+  }
+  const CandidateSpec& simt = Named(specs, "simt");
+  for (DType d : kAllDTypes) EXPECT_NE(simt.Member(d), nullptr) << "simt " << d;
+}
+
+TEST(CudaFamilyContracts, GemvCoversAtMostSixteenRows) {
+  const std::vector<CandidateSpec> specs = All();
+  const CandidateSpec& gemv = Named(specs, "gemv");
+  for (const CandidateMember& m : gemv.members) {
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 4096, 4096}).empty());
+    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 17, 4096, 4096}).empty());
+  }
+}
+
+}  // namespace
+}  // namespace arbiter
