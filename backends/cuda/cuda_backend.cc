@@ -1,0 +1,157 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <cstdio>
+#include <string_view>
+#include <utility>
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_stream.h"
+#include "backends/cuda/device_pool.h"
+
+namespace arbiter::cuda {
+
+struct CudaBackend::Impl {
+  CudaBackendOptions options;
+  cudaDeviceProp props = {};
+  DeviceInfo info;
+  std::shared_ptr<DevicePool> pool;
+};
+
+namespace {
+
+// 13000 -> "13.0": how CUDA encodes its versions (1000 * major + 10 * minor).
+std::string CudaVersionText(int v) { return absl::StrCat(v / 1000, ".", (v % 1000) / 10); }
+
+std::string UuidText(const cudaUUID_t& uuid) {
+  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+  char text[64];
+  std::snprintf(text, sizeof(text),
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
+  return text;
+}
+
+absl::StatusOr<std::string> CublasVersionText() {
+  int major = 0, minor = 0, patch = 0;
+  CUBLAS_RETURN_IF_ERROR(cublasGetProperty(MAJOR_VERSION, &major));
+  CUBLAS_RETURN_IF_ERROR(cublasGetProperty(MINOR_VERSION, &minor));
+  CUBLAS_RETURN_IF_ERROR(cublasGetProperty(PATCH_LEVEL, &patch));
+  return absl::StrCat(major, ".", minor, ".", patch);
+}
+
+// "sm_80" -> 80; -1 when `text` is not "sm_<digits>".
+int ParseSm(std::string_view text) {
+  if (text.substr(0, 3) != "sm_") return -1;
+  text.remove_prefix(3);
+  if (text.empty() || text.size() > 4) return -1;
+  int cc = 0;
+  for (char ch : text) {
+    if (ch < '0' || ch > '9') return -1;
+    cc = cc * 10 + (ch - '0');
+  }
+  return cc > 0 ? cc : -1;
+}
+
+}  // namespace
+
+int CudaBackend::VisibleDevices() {
+  int count = 0;
+  // No driver or no GPU answers an error code here (never a crash); both mean 0.
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the non-sticky error so it is not reported later
+    return 0;
+  }
+  return count;
+}
+
+std::string CudaBackend::ArchitectureGapFor(const std::string& claim, int cc) {
+  const std::string device = absl::StrCat("sm_", cc);
+  if (claim == "cpu") return absl::StrCat("claim \"cpu\": this is a CUDA device (", device, ")");
+  std::string_view text = claim;
+  if (!text.empty() && text.back() == '+') {
+    text.remove_suffix(1);
+    const int min = ParseSm(text);
+    if (min < 0) return absl::StrCat("unrecognized architecture claim \"", claim, "\"");
+    if (cc >= min) return "";
+    return absl::StrCat("claim \"", claim, "\" needs compute capability >= ", min, ", device is ",
+                        device);
+  }
+  // "sm_90a": arch-specific instructions (wgmma, setmaxnreg) run on exactly that chip.
+  if (!text.empty() && text.back() == 'a') text.remove_suffix(1);
+  const int exact = ParseSm(text);
+  if (exact < 0) return absl::StrCat("unrecognized architecture claim \"", claim, "\"");
+  if (cc == exact) return "";
+  return absl::StrCat("claim \"", claim, "\" runs on ", "sm_", exact, " only, device is ", device);
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const CudaBackendOptions& options) {
+  const int visible = VisibleDevices();
+  if (options.device < 0 || options.device >= visible) {
+    return absl::UnavailableError(absl::StrCat("CUDA device ", options.device,
+                                               " requested, ", visible, " visible"));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  CUDA_RETURN_IF_ERROR(cudaFree(nullptr));  // creates the primary context now, not at first use
+  CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&impl->props, options.device));
+  int driver = 0, runtime = 0;
+  CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&driver));
+  CUDA_RETURN_IF_ERROR(cudaRuntimeGetVersion(&runtime));
+  ASSIGN_OR_RETURN(std::string cublas, CublasVersionText());
+
+  DeviceInfo& info = impl->info;
+  const cudaDeviceProp& p = impl->props;
+  info.backend = "cuda";
+  info.name = p.name;
+  info.compute_capability = p.major * 10 + p.minor;
+  info.arch = absl::StrCat("sm_", info.compute_capability);
+  info.multiprocessors = p.multiProcessorCount;
+  info.cache_bytes = p.l2CacheSize;
+  info.uuid = UuidText(p.uuid);
+  info.versions["driver"] = CudaVersionText(driver);
+  info.versions["runtime"] = CudaVersionText(runtime);
+  info.versions["cublas"] = cublas;
+  info.versions["cublaslt"] = absl::StrCat(cublasLtGetVersion());
+
+  ASSIGN_OR_RETURN(impl->pool, DevicePool::Create(options.device, options.pool_release_threshold));
+  return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
+}
+
+CudaBackend::CudaBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaBackend::~CudaBackend() = default;
+
+const DeviceInfo& CudaBackend::info() const { return impl_->info; }
+const CudaBackendOptions& CudaBackend::options() const { return impl_->options; }
+
+std::string CudaBackend::ArchitectureGap(const std::string& claim) const {
+  return ArchitectureGapFor(claim, impl_->info.compute_capability);
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> CudaBackend::Allocate(size_t bytes) {
+  RETURN_IF_ERROR(StickyError());
+  return impl_->pool->Allocate(bytes);
+}
+
+absl::StatusOr<std::unique_ptr<Stream>> CudaBackend::CreateStream() {
+  RETURN_IF_ERROR(StickyError());
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaStream> s,
+                   CudaStream::Create(impl_->pool, impl_->props, impl_->options));
+  return std::unique_ptr<Stream>(std::move(s));
+}
+
+absl::Status CudaBackend::Health() const {
+  RETURN_IF_ERROR(StickyError());
+  // A fault no checked call has seen yet still shows on any stream query.
+  RETURN_IF_ERROR(impl_->pool->Probe());
+  return StickyError();
+}
+
+}  // namespace arbiter::cuda

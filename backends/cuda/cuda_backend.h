@@ -1,0 +1,72 @@
+// The CUDA backend: one device, used through its primary context, which this
+// object owns for the daemon's lifetime. Buffers come from a device memory
+// pool (no cudaMalloc per request); each Stream is a CUDA stream with pinned
+// host staging for operand copies, its own cuBLAS handle and workspace bound to
+// it, a cuBLASLt handle and workspace, device timing events and a scratch area
+// (backends/cuda/cuda_resources.h is what kernel families see of it).
+//
+// Every CUDA and cuBLAS call is checked; a sticky device error (an illegal
+// address, a kernel fault) is recorded and Health() reports it, so the daemon
+// goes NOT_SERVING instead of serving results from a corrupted context.
+//
+// This header includes no CUDA header (the daemon includes it): the CUDA state
+// lives behind a pointer to an implementation.
+//
+// Thread-safe: provides internal synchronization. Each Stream is used by one
+// worker at a time; a Buffer must not be destroyed while work that uses it is
+// still being enqueued, though work already enqueued on any of this backend's
+// streams is waited for before its memory is reused.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+#include "engine/status.h"
+
+namespace arbiter::cuda {
+
+struct CudaBackendOptions {
+  int device = 0;                                  // CUDA device ordinal
+  uint64_t pool_release_threshold = 8ull << 30;    // bytes the memory pool keeps cached when idle
+  size_t cublas_workspace_bytes = 32ull << 20;     // per-stream cublasGemmEx workspace
+  size_t lt_workspace_bytes = 64ull << 20;         // per-stream cublasLtMatmul workspace
+  size_t staging_bytes = 64ull << 20;              // per-stream pinned host staging; larger copies go in chunks
+};
+
+class CudaBackend final : public arbiter::Backend {
+ public:
+  // Number of CUDA devices this process can use; 0 when there is no driver or
+  // no GPU (never aborts).
+  static int VisibleDevices();
+
+  // Opens `options.device` (its primary context), reads its fingerprint and
+  // creates the memory pool. UNAVAILABLE when there is no such device.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options);
+
+  // The architecture rule, as a pure function of the compute capability (90 for
+  // sm_90): "sm_80+" admits cc >= 80; "sm_90a" and "sm_90" admit cc == 90 only;
+  // "cpu" never; anything else is refused with the reason.
+  static std::string ArchitectureGapFor(const std::string& claim, int compute_capability);
+
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  const DeviceInfo& info() const override;
+  std::string ArchitectureGap(const std::string& claim) const override;
+  absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t bytes) override;
+  absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
+  absl::Status Health() const override;
+
+  const CudaBackendOptions& options() const;
+
+ private:
+  struct Impl;  // the CUDA state; defined in cuda_backend.cc
+  explicit CudaBackend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace arbiter::cuda

@@ -1,0 +1,256 @@
+#include "backends/cuda/cuda_stream.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_kernels.h"
+
+namespace arbiter::cuda {
+namespace {
+
+uint64_t NanBits(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 0x7fc00000u;
+    case DType::kF64: return 0x7ff8000000000000ull;
+    case DType::kF16: return 0x7e00u;
+    case DType::kBF16: return 0x7fc0u;
+  }
+  return 0;
+}
+
+DeviceElem ElemOf(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return DeviceElem::kF32;
+    case DType::kF64: return DeviceElem::kF64;
+    case DType::kF16: return DeviceElem::kF16;
+    case DType::kBF16: return DeviceElem::kBF16;
+  }
+  return DeviceElem::kF32;
+}
+
+absl::Status CheckFits(const char* what, size_t bytes, const Buffer& buf) {
+  if (bytes <= buf.bytes()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": ", bytes, " bytes requested, buffer holds ", buf.bytes()));
+}
+
+}  // namespace
+
+CudaStream::CudaStream(std::shared_ptr<DevicePool> pool, const cudaDeviceProp& props)
+    : pool_(std::move(pool)), props_(props) {
+  res_.props = &props_;
+}
+
+absl::StatusOr<std::unique_ptr<CudaStream>> CudaStream::Create(std::shared_ptr<DevicePool> pool,
+                                                              const cudaDeviceProp& props,
+                                                              const CudaBackendOptions& options) {
+  std::unique_ptr<CudaStream> s(new CudaStream(std::move(pool), props));
+  RETURN_IF_ERROR(s->Init(options));
+  return s;
+}
+
+absl::Status CudaStream::Init(const CudaBackendOptions& options) {
+  RETURN_IF_ERROR(Use());
+  // Non-blocking: no implicit ordering with the legacy default stream or with
+  // other workers; the pool orders frees explicitly.
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&res_.stream, cudaStreamNonBlocking));
+  pool_->AddStream(res_.stream);
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&start_));
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop_));
+  for (cudaEvent_t& e : staged_) {
+    CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  staging_half_ = std::max<size_t>(options.staging_bytes / 2, 1 << 20);
+  CUDA_RETURN_IF_ERROR(cudaMallocHost(&staging_, 2 * staging_half_));
+
+  CUBLAS_RETURN_IF_ERROR(cublasCreate(&res_.cublas));
+  CUBLAS_RETURN_IF_ERROR(cublasSetStream(res_.cublas, res_.stream));
+  ASSIGN_OR_RETURN(cublas_workspace_, pool_->Allocate(options.cublas_workspace_bytes));
+  CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(res_.cublas, cublas_workspace_->data(),
+                                            cublas_workspace_->bytes()));
+  CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&res_.cublas_lt));
+  ASSIGN_OR_RETURN(lt_workspace_, pool_->Allocate(options.lt_workspace_bytes));
+  res_.lt_workspace = lt_workspace_->data();
+  res_.lt_workspace_bytes = lt_workspace_->bytes();
+  return absl::OkStatus();
+}
+
+CudaStream::~CudaStream() {
+  cudaSetDevice(pool_->device());
+  if (res_.stream != nullptr) {
+    cudaStreamSynchronize(res_.stream);
+    pool_->RemoveStream(res_.stream);
+  }
+  // Buffers go back to the pool before the stream they may be used on is destroyed.
+  scratch_.reset();
+  flush_.reset();
+  if (res_.cublas_lt != nullptr) cublasLtDestroy(res_.cublas_lt);
+  if (res_.cublas != nullptr) cublasDestroy(res_.cublas);
+  lt_workspace_.reset();
+  cublas_workspace_.reset();
+  if (staging_ != nullptr) cudaFreeHost(staging_);
+  for (cudaEvent_t e : staged_) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+  if (start_ != nullptr) cudaEventDestroy(start_);
+  if (stop_ != nullptr) cudaEventDestroy(stop_);
+  if (res_.stream != nullptr) cudaStreamDestroy(res_.stream);
+}
+
+absl::Status CudaStream::Use() const {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(pool_->device()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::CopyToDevice(Buffer& dst, const void* src, size_t bytes) {
+  RETURN_IF_ERROR(CheckFits("CopyToDevice", bytes, dst));
+  RETURN_IF_ERROR(Use());
+  const char* from = static_cast<const char*>(src);
+  char* to = static_cast<char*>(dst.data());
+  // Double-buffered: the host fills one pinned half while the other is in flight.
+  int half = 0;
+  for (size_t off = 0; off < bytes; off += staging_half_, half ^= 1) {
+    const size_t n = std::min(staging_half_, bytes - off);
+    char* stage = static_cast<char*>(staging_) + half * staging_half_;
+    CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staged_[half]));  // the half is free again
+    std::memcpy(stage, from + off, n);
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to + off, stage, n, cudaMemcpyHostToDevice, res_.stream));
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(staged_[half], res_.stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::CopyToHostRaw(void* dst, const void* src, size_t bytes) {
+  RETURN_IF_ERROR(Use());
+  const char* from = static_cast<const char*>(src);
+  char* to = static_cast<char*>(dst);
+  auto issue = [&](size_t off, int half) -> absl::Status {
+    const size_t n = std::min(staging_half_, bytes - off);
+    char* stage = static_cast<char*>(staging_) + half * staging_half_;
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(stage, from + off, n, cudaMemcpyDeviceToHost, res_.stream));
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(staged_[half], res_.stream));
+    return absl::OkStatus();
+  };
+  // Earlier CopyToDevice chunks may still read the staging halves.
+  for (cudaEvent_t e : staged_) CUDA_RETURN_IF_ERROR(cudaEventSynchronize(e));
+  if (bytes == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(issue(0, 0));
+  int half = 0;
+  for (size_t off = 0; off < bytes; off += staging_half_, half ^= 1) {
+    // The next chunk lands in the other half while this one is copied out.
+    if (off + staging_half_ < bytes) RETURN_IF_ERROR(issue(off + staging_half_, half ^ 1));
+    CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staged_[half]));
+    std::memcpy(to + off, static_cast<char*>(staging_) + half * staging_half_,
+                std::min(staging_half_, bytes - off));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::CopyToHost(void* dst, const Buffer& src, size_t bytes) {
+  RETURN_IF_ERROR(CheckFits("CopyToHost", bytes, src));
+  return CopyToHostRaw(dst, const_cast<Buffer&>(src).data(), bytes);
+}
+
+absl::Status CudaStream::Poison(Buffer& buf, DType dtype, size_t count) {
+  RETURN_IF_ERROR(CheckFits("Poison", count * ElementSize(dtype), buf));
+  RETURN_IF_ERROR(Use());
+  CUDA_RETURN_IF_ERROR(LaunchFill(buf.data(), static_cast<int>(ElementSize(dtype)), NanBits(dtype),
+                                  count, res_.stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::FlushCache() {
+  RETURN_IF_ERROR(Use());
+  // Writing twice the L2 through it evicts every line the operands left there.
+  const size_t bytes = 2 * static_cast<size_t>(std::max(props_.l2CacheSize, 1 << 20));
+  if (flush_ == nullptr) {
+    ASSIGN_OR_RETURN(flush_, pool_->Allocate(bytes));
+  }
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_->data(), 0, bytes, res_.stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::TimerStart() {
+  RETURN_IF_ERROR(Use());
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(start_, res_.stream));
+  timer_started_ = true;
+  timer_stopped_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::TimerStop() {
+  if (!timer_started_) return absl::FailedPreconditionError("TimerStop without TimerStart");
+  RETURN_IF_ERROR(Use());
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(stop_, res_.stream));
+  timer_stopped_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> CudaStream::ElapsedSeconds() {
+  if (!timer_stopped_) return absl::FailedPreconditionError("ElapsedSeconds without TimerStop");
+  RETURN_IF_ERROR(Use());
+  CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop_));
+  float ms = 0;
+  CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start_, stop_));
+  return ms * 1e-3;
+}
+
+absl::Status CudaStream::Synchronize() {
+  RETURN_IF_ERROR(Use());
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_.stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::Reference(const Problem& p, const Buffer& a, const Buffer& b,
+                                   std::vector<double>* c) {
+  RETURN_IF_ERROR(CheckFits("Reference A", p.a_bytes(), a));
+  RETURN_IF_ERROR(CheckFits("Reference B", p.b_bytes(), b));
+  if (p.m <= 0 || p.n <= 0 || p.k <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Reference: empty problem ", p.ToString()));
+  }
+  RETURN_IF_ERROR(Use());
+  const size_t count = static_cast<size_t>(p.m) * static_cast<size_t>(p.n);
+  ASSIGN_OR_RETURN(std::unique_ptr<Buffer> out, pool_->Allocate(count * sizeof(double)));
+  CUDA_RETURN_IF_ERROR(LaunchReference(ElemOf(p.dtype), const_cast<Buffer&>(a).data(),
+                                       const_cast<Buffer&>(b).data(),
+                                       static_cast<double*>(out->data()), p.m, p.n, p.k,
+                                       res_.stream));
+  c->resize(count);
+  return CopyToHostRaw(c->data(), out->data(), count * sizeof(double));
+}
+
+absl::StatusOr<void*> CudaStream::Scratch(size_t bytes) {
+  if (scratch_ == nullptr || scratch_->bytes() < bytes) {
+    RETURN_IF_ERROR(Use());
+    // Grow geometrically so a sequence of growing shapes does not reallocate each time.
+    const size_t want = std::max(bytes, scratch_ == nullptr ? size_t{0} : scratch_->bytes() * 2);
+    scratch_.reset();  // the pool waits for this stream's work before reusing it
+    ASSIGN_OR_RETURN(scratch_, pool_->Allocate(want));
+  }
+  return scratch_->data();
+}
+
+const StreamResources& Resources(Stream* s) {
+  auto* cs = dynamic_cast<CudaStream*>(s);
+  if (cs == nullptr) {
+    // A programming error (a CUDA kernel given another backend's stream), not a runtime condition.
+    std::fprintf(stderr, "arbiter::cuda::Resources: the stream is not a CudaStream\n");
+    std::abort();
+  }
+  return cs->resources();
+}
+
+absl::StatusOr<void*> Scratch(Stream* s, size_t bytes) {
+  auto* cs = dynamic_cast<CudaStream*>(s);
+  if (cs == nullptr) {
+    return absl::InvalidArgumentError("arbiter::cuda::Scratch: the stream is not a CudaStream");
+  }
+  return cs->Scratch(bytes);
+}
+
+}  // namespace arbiter::cuda

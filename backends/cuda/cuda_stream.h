@@ -1,0 +1,69 @@
+// One worker's CUDA stream: the engine Stream over a cudaStream_t, with the
+// per-stream resources kernel families use (cuda_resources.h): a cuBLAS handle
+// bound to the stream with its own workspace (cuBLAS repeats its results
+// bitwise only with a fixed workspace per stream), a cuBLASLt handle and
+// workspace, and a scratch area. Operand copies go through pinned host staging
+// in double-buffered chunks; the device timer is a pair of CUDA events around
+// the enqueued kernel alone.
+//
+// Internal to backends/cuda (includes CUDA headers). Not thread-safe: one
+// worker uses a stream at a time. Each call makes the stream's device current
+// on the calling thread, so a KernelFn launched after it targets the right device.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include <cuda_runtime_api.h>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_resources.h"
+#include "backends/cuda/device_pool.h"
+#include "engine/backend.h"
+
+namespace arbiter::cuda {
+
+class CudaStream final : public Stream {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaStream>> Create(std::shared_ptr<DevicePool> pool,
+                                                           const cudaDeviceProp& props,
+                                                           const CudaBackendOptions& options);
+  ~CudaStream() override;
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+
+  absl::Status CopyToDevice(Buffer& dst, const void* src, size_t bytes) override;
+  absl::Status CopyToHost(void* dst, const Buffer& src, size_t bytes) override;
+  absl::Status Poison(Buffer& buf, DType dtype, size_t count) override;
+  absl::Status FlushCache() override;
+  absl::Status TimerStart() override;
+  absl::Status TimerStop() override;
+  absl::StatusOr<double> ElapsedSeconds() override;
+  absl::Status Synchronize() override;
+  absl::Status Reference(const Problem& p, const Buffer& a, const Buffer& b,
+                         std::vector<double>* c) override;
+
+  const StreamResources& resources() const { return res_; }
+  absl::StatusOr<void*> Scratch(size_t bytes);
+
+ private:
+  CudaStream(std::shared_ptr<DevicePool> pool, const cudaDeviceProp& props);
+  absl::Status Init(const CudaBackendOptions& options);
+  absl::Status Use() const;  // makes the device current on this thread
+  absl::Status CopyToHostRaw(void* dst, const void* src, size_t bytes);
+
+  std::shared_ptr<DevicePool> pool_;
+  cudaDeviceProp props_;
+  StreamResources res_;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;  // the device timer
+  bool timer_started_ = false, timer_stopped_ = false;
+  void* staging_ = nullptr;                       // pinned host, two halves
+  size_t staging_half_ = 0;
+  cudaEvent_t staged_[2] = {nullptr, nullptr};    // a half's copy has completed
+  std::unique_ptr<Buffer> cublas_workspace_;
+  std::unique_ptr<Buffer> lt_workspace_;
+  std::unique_ptr<Buffer> scratch_;
+  std::unique_ptr<Buffer> flush_;                 // 2x L2, written to evict it
+};
+
+}  // namespace arbiter::cuda

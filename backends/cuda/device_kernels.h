@@ -1,0 +1,29 @@
+// Device-side helpers of the CUDA backend: the NaN poison fill and the f64
+// reference matmul. Plain launchers returning cudaError_t (the .cu side has no
+// absl); backends/cuda/cuda_stream.cc turns the codes into Status.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace arbiter::cuda {
+
+// Element encodings the device kernels read; mirrors engine DType without
+// depending on it from nvcc.
+enum class DeviceElem : int { kF32 = 1, kF64 = 2, kF16 = 3, kBF16 = 4 };
+
+// Fills `count` elements of `elem_bytes` (2, 4 or 8) with the bit pattern
+// `nan_bits` (the dtype's quiet NaN).
+cudaError_t LaunchFill(void* data, int elem_bytes, uint64_t nan_bits, size_t count,
+                       cudaStream_t stream);
+
+// ref[i*n + j] = sum_k A[i,k] * B[k,j] in f64, over row-major A (m x k) and
+// B (k x n) as stored in `elem`. 64x64 output tile per 256-thread block, K
+// walked in tiles of 16 staged through shared memory as doubles; grid x walks
+// N tiles, grid y walks M tiles (y limited to 65535 tiles: m <= 4194240).
+cudaError_t LaunchReference(DeviceElem elem, const void* a, const void* b, double* ref, int64_t m,
+                            int64_t n, int64_t k, cudaStream_t stream);
+
+}  // namespace arbiter::cuda

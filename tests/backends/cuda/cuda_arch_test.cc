@@ -1,0 +1,52 @@
+// The CUDA backend's rules that need no GPU: architecture claims, and that a
+// machine without a GPU reports none instead of crashing.
+#include <gtest/gtest.h>
+
+#include "backends/cuda/cuda_backend.h"
+
+namespace arbiter::cuda {
+namespace {
+
+TEST(CudaArchitectureTest, PlusClaimAdmitsThatCapabilityAndNewer) {
+  EXPECT_EQ(CudaBackend::ArchitectureGapFor("sm_80+", 80), "");
+  EXPECT_EQ(CudaBackend::ArchitectureGapFor("sm_80+", 90), "");
+  EXPECT_EQ(CudaBackend::ArchitectureGapFor("sm_80+", 120), "");
+  EXPECT_NE(CudaBackend::ArchitectureGapFor("sm_80+", 75), "");
+}
+
+TEST(CudaArchitectureTest, ArchSpecificClaimAdmitsExactlyThatChip) {
+  EXPECT_EQ(CudaBackend::ArchitectureGapFor("sm_90a", 90), "");
+  EXPECT_NE(CudaBackend::ArchitectureGapFor("sm_90a", 100), "");
+  EXPECT_NE(CudaBackend::ArchitectureGapFor("sm_90a", 89), "");
+  EXPECT_NE(CudaBackend::ArchitectureGapFor("sm_90a", 80), "");
+}
+
+TEST(CudaArchitectureTest, PlainClaimAdmitsExactlyThatCapability) {
+  EXPECT_EQ(CudaBackend::ArchitectureGapFor("sm_86", 86), "");
+  EXPECT_NE(CudaBackend::ArchitectureGapFor("sm_86", 90), "");
+}
+
+TEST(CudaArchitectureTest, CpuAndMalformedClaimsAreRefusedWithReason) {
+  const std::string cpu = CudaBackend::ArchitectureGapFor("cpu", 90);
+  EXPECT_NE(cpu.find("CUDA device"), std::string::npos) << cpu;
+  for (const char* bad : {"", "sm_", "sm_x0", "sm_90b", "gfx90a", "sm_80++", "90"}) {
+    const std::string gap = CudaBackend::ArchitectureGapFor(bad, 90);
+    EXPECT_NE(gap.find("unrecognized"), std::string::npos) << "claim \"" << bad << "\": " << gap;
+  }
+}
+
+TEST(CudaBackendNoGpuTest, VisibleDevicesAnswersWithoutCrashing) {
+  // On a machine without a driver or GPU this must be 0, not an abort.
+  EXPECT_GE(CudaBackend::VisibleDevices(), 0);
+}
+
+TEST(CudaBackendNoGpuTest, CreateOnAMissingDeviceIsUnavailable) {
+  CudaBackendOptions options;
+  options.device = CudaBackend::VisibleDevices();  // one past the last
+  absl::StatusOr<std::unique_ptr<CudaBackend>> backend = CudaBackend::Create(options);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kUnavailable) << backend.status();
+}
+
+}  // namespace
+}  // namespace arbiter::cuda

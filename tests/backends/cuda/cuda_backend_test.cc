@@ -1,0 +1,215 @@
+// The CUDA backend on a real GPU: fingerprint, memory pool, staged copies,
+// poison, device timer, the device f64 reference against a CPU one, and a
+// sticky device error turning Health() bad. Skips (saying so) without a GPU.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_resources.h"
+#include "engine/measurer.h"
+#include "tests/backends/cuda/test_kernels.h"
+
+namespace arbiter::cuda {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                         \
+  if (CudaBackend::VisibleDevices() == 0) {                                        \
+    GTEST_SKIP() << "no CUDA device visible: GPU test skipped, not passed";        \
+  }
+
+std::unique_ptr<CudaBackend> MakeBackend(CudaBackendOptions options = {}) {
+  absl::StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::Create(options);
+  EXPECT_TRUE(b.ok()) << b.status();
+  return b.ok() ? std::move(*b) : nullptr;
+}
+
+TEST(CudaBackendTest, DeviceInfoDescribesTheLiveDevice) {
+  SKIP_WITHOUT_GPU();
+  auto backend = MakeBackend();
+  ASSERT_NE(backend, nullptr);
+  const DeviceInfo& info = backend->info();
+  EXPECT_EQ(info.backend, "cuda");
+  EXPECT_FALSE(info.name.empty());
+  EXPECT_GE(info.compute_capability, 50);
+  EXPECT_EQ(info.arch, "sm_" + std::to_string(info.compute_capability));
+  EXPECT_GT(info.multiprocessors, 0);
+  EXPECT_GT(info.cache_bytes, 0);
+  EXPECT_EQ(info.uuid.rfind("GPU-", 0), 0u) << info.uuid;
+  for (const char* key : {"driver", "runtime", "cublas", "cublaslt"}) {
+    ASSERT_TRUE(info.versions.count(key)) << key;
+    EXPECT_FALSE(info.versions.at(key).empty()) << key;
+  }
+  EXPECT_TRUE(backend->Health().ok()) << backend->Health();
+  std::printf("device: %s %s, %d SMs, L2 %lld bytes, %s, driver %s runtime %s cublas %s\n",
+              info.name.c_str(), info.arch.c_str(), info.multiprocessors,
+              static_cast<long long>(info.cache_bytes), info.uuid.c_str(),
+              info.versions.at("driver").c_str(), info.versions.at("runtime").c_str(),
+              info.versions.at("cublas").c_str());
+}
+
+TEST(CudaBackendTest, ArchitectureClaimsAreJudgedAgainstTheLiveDevice) {
+  SKIP_WITHOUT_GPU();
+  auto backend = MakeBackend();
+  ASSERT_NE(backend, nullptr);
+  const int cc = backend->info().compute_capability;
+  EXPECT_EQ(backend->ArchitectureGap("sm_" + std::to_string(cc)), "");
+  EXPECT_EQ(backend->ArchitectureGap("sm_50+"), "");
+  EXPECT_NE(backend->ArchitectureGap("sm_" + std::to_string(cc + 1) + "+"), "");
+  EXPECT_NE(backend->ArchitectureGap("cpu"), "");
+}
+
+TEST(CudaBackendTest, CopiesLargerThanStagingRoundTrip) {
+  SKIP_WITHOUT_GPU();
+  CudaBackendOptions options;
+  options.staging_bytes = 2 << 20;  // 1 MiB halves: the copy below takes several chunks
+  auto backend = MakeBackend(options);
+  ASSERT_NE(backend, nullptr);
+  auto stream = backend->CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const size_t bytes = (5 << 20) + 12345;  // not a multiple of the chunk
+  std::vector<unsigned char> src(bytes), back(bytes, 0);
+  std::mt19937 rng(7);
+  for (auto& v : src) v = static_cast<unsigned char>(rng());
+  auto buf = backend->Allocate(bytes);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  ASSERT_TRUE((*stream)->CopyToDevice(**buf, src.data(), bytes).ok());
+  ASSERT_TRUE((*stream)->CopyToHost(back.data(), **buf, bytes).ok());
+  EXPECT_EQ(std::memcmp(src.data(), back.data(), bytes), 0);
+  EXPECT_FALSE((*stream)->CopyToHost(back.data(), **buf, bytes + 1).ok())
+      << "a copy past the buffer must be refused";
+}
+
+TEST(CudaBackendTest, PoolReusesFreedMemoryAndNeverHandsOutNull) {
+  SKIP_WITHOUT_GPU();
+  auto backend = MakeBackend();
+  ASSERT_NE(backend, nullptr);
+  auto zero = backend->Allocate(0);
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_NE((*zero)->data(), nullptr);
+  for (int i = 0; i < 200; ++i) {  // 200 x 64 MiB: only reuse keeps this in memory
+    auto buf = backend->Allocate(64 << 20);
+    ASSERT_TRUE(buf.ok()) << "allocation " << i << ": " << buf.status();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>((*buf)->data()) % 256, 0u);
+  }
+}
+
+TEST(CudaBackendTest, PoisonFillsExactlyCountElementsWithNaN) {
+  SKIP_WITHOUT_GPU();
+  auto backend = MakeBackend();
+  ASSERT_NE(backend, nullptr);
+  auto stream = backend->CreateStream();
+  ASSERT_TRUE(stream.ok());
+  for (DType dtype : kAllDTypes) {
+    const size_t count = 100003, total = count + 64, es = ElementSize(dtype);
+    std::vector<unsigned char> host(total * es);
+    FillRandom(dtype, host.data(), total, 3);
+    auto buf = backend->Allocate(total * es);
+    ASSERT_TRUE(buf.ok());
+    ASSERT_TRUE((*stream)->CopyToDevice(**buf, host.data(), total * es).ok());
+    ASSERT_TRUE((*stream)->Poison(**buf, dtype, count).ok());
+    std::vector<unsigned char> back(total * es);
+    ASSERT_TRUE((*stream)->CopyToHost(back.data(), **buf, total * es).ok());
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_TRUE(std::isnan(LoadAsDouble(dtype, back.data(), i))) << DTypeName(dtype) << " " << i;
+    }
+    EXPECT_EQ(std::memcmp(back.data() + count * es, host.data() + count * es, 64 * es), 0)
+        << DTypeName(dtype) << ": poison wrote past its count";
+  }
+}
+
+TEST(CudaBackendTest, TimerReportsDeviceTimeOfEnqueuedWork) {
+  SKIP_WITHOUT_GPU();
+  auto backend = MakeBackend();
+  ASSERT_NE(backend, nullptr);
+  auto stream = backend->CreateStream();
+  ASSERT_TRUE(stream.ok());
+  EXPECT_EQ((*stream)->ElapsedSeconds().status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*stream)->TimerStart().ok());
+  ASSERT_TRUE((*stream)->FlushCache().ok());  // 2x L2 of memset: real device work
+  ASSERT_TRUE((*stream)->TimerStop().ok());
+  absl::StatusOr<double> t = (*stream)->ElapsedSeconds();
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_GT(*t, 0.0);
+  EXPECT_TRUE(std::isfinite(*t));
+}
+
+std::vector<double> CpuReference(const Problem& p, const std::vector<unsigned char>& a,
+                                 const std::vector<unsigned char>& b) {
+  std::vector<double> ref(p.m * p.n);
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t j = 0; j < p.n; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < p.k; ++k) {
+        acc = std::fma(LoadAsDouble(p.dtype, a.data(), i * p.k + k),
+                       LoadAsDouble(p.dtype, b.data(), k * p.n + j), acc);
+      }
+      ref[i * p.n + j] = acc;
+    }
+  }
+  return ref;
+}
+
+TEST(CudaBackendTest, DeviceReferenceMatchesCpuReferenceOnStoredOperands) {
+  SKIP_WITHOUT_GPU();
+  auto backend = MakeBackend();
+  ASSERT_NE(backend, nullptr);
+  auto stream = backend->CreateStream();
+  ASSERT_TRUE(stream.ok());
+  const int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 29}, {65, 67, 130}, {128, 64, 256}, {3, 200, 1000}};
+  for (DType dtype : kAllDTypes) {
+    for (const auto& s : shapes) {
+      const Problem p{dtype, s[0], s[1], s[2]};
+      SCOPED_TRACE(p.ToString());
+      std::vector<unsigned char> a(p.a_bytes()), b(p.b_bytes());
+      FillRandom(dtype, a.data(), p.m * p.k, 11);
+      FillRandom(dtype, b.data(), p.k * p.n, 12);
+      auto da = backend->Allocate(p.a_bytes());
+      auto db = backend->Allocate(p.b_bytes());
+      ASSERT_TRUE(da.ok() && db.ok());
+      ASSERT_TRUE((*stream)->CopyToDevice(**da, a.data(), a.size()).ok());
+      ASSERT_TRUE((*stream)->CopyToDevice(**db, b.data(), b.size()).ok());
+      std::vector<double> device;
+      absl::Status st = (*stream)->Reference(p, **da, **db, &device);
+      ASSERT_TRUE(st.ok()) << st;
+      const std::vector<double> cpu = CpuReference(p, a, b);
+      ASSERT_EQ(device.size(), cpu.size());
+      double max_ref = 0;
+      for (double v : cpu) max_ref = std::max(max_ref, std::fabs(v));
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        // Both walk K in order with f64 FMAs: equal up to contraction choices.
+        ASSERT_NEAR(device[i], cpu[i], 1e-12 * max_ref + 1e-300) << "element " << i;
+      }
+    }
+  }
+}
+
+TEST(CudaBackendTest, StickyDeviceErrorMakesHealthReportTheCause) {
+  SKIP_WITHOUT_GPU();
+  // A fault destroys the context for the whole process: run it in a fresh child.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        auto backend = CudaBackend::Create({});
+        if (!backend.ok()) std::_Exit(2);
+        auto stream = (*backend)->CreateStream();
+        if (!stream.ok()) std::_Exit(3);
+        if (!(*backend)->Health().ok()) std::_Exit(4);
+        testing::LaunchIllegalWrite(Resources(stream->get()).stream);
+        const absl::Status sync = (*stream)->Synchronize();
+        const absl::Status health = (*backend)->Health();
+        std::fprintf(stderr, "sync: %s\nhealth: %s\n", sync.ToString().c_str(),
+                     health.ToString().c_str());
+        std::fflush(stderr);
+        std::_Exit(!sync.ok() && !health.ok() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "health: .*sticky CUDA device error.*cudaErrorIllegalAddress");
+}
+
+}  // namespace
+}  // namespace arbiter::cuda
