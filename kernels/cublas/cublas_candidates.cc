@@ -52,7 +52,7 @@ CandidateSpec Cublas() {
 CandidateSpec CublasLt(int rank, std::shared_ptr<LtAlgorithms> algorithms) {
   CandidateSpec spec;
   spec.name = absl::StrCat("cublaslt_h", rank);
-  spec.version = 1;
+  spec.version = 2;  // v2: split-K partials only in f32 (v1 let cuBLASLt reduce in C's dtype)
   spec.tier = 2;
   spec.description = absl::StrCat("cublasLtMatmul, heuristic rank ", rank,
                                   " for the problem; declines when fewer are offered");
