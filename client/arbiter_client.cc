@@ -1,0 +1,228 @@
+#include "client/arbiter_client.h"
+
+#include <chrono>
+#include <climits>
+#include <thread>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/channel_arguments.h>
+
+namespace arbiter::client {
+namespace {
+
+constexpr char kHealthCheckMethod[] = "/grpc.health.v1.Health/Check";
+
+// grpc.health.v1.HealthCheckRequest { string service = 1; }, encoded by hand:
+// the health proto is not part of Debian's gRPC headers, and the client depends
+// on nothing but the wire contract.
+std::string EncodeHealthRequest(const std::string& service) {
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  if (!service.empty()) {
+    coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+        1, google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    coded.WriteVarint32(static_cast<uint32_t>(service.size()));
+    coded.WriteString(service);
+  }
+  coded.Trim();
+  return out;
+}
+
+// grpc.health.v1.HealthCheckResponse { ServingStatus status = 1; }.
+bool DecodeHealthResponse(const std::string& bytes, HealthStatus* status) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  *status = HealthStatus::kUnknown;
+  while (uint32_t tag = in.ReadTag()) {
+    if (tag == ((1 << 3) | 0)) {  // field 1, varint
+      uint32_t value = 0;
+      if (!in.ReadVarint32(&value)) return false;
+      *status = value <= 3 ? static_cast<HealthStatus>(value) : HealthStatus::kUnknown;
+    } else if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
+  grpc::ChannelArguments args;
+  const int limit = static_cast<int>(std::min<int64_t>(options.max_message_bytes, INT_MAX));
+  args.SetMaxReceiveMessageSize(limit);
+  args.SetMaxSendMessageSize(limit);
+  return grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace
+
+const char* HealthStatusName(HealthStatus s) {
+  switch (s) {
+    case HealthStatus::kUnknown:
+      return "UNKNOWN";
+    case HealthStatus::kServing:
+      return "SERVING";
+    case HealthStatus::kNotServing:
+      return "NOT_SERVING";
+    case HealthStatus::kServiceUnknown:
+      return "SERVICE_UNKNOWN";
+  }
+  return "UNKNOWN";
+}
+
+ArbiterClient::ArbiterClient(const ClientOptions& options)
+    : options_(options),
+      channel_(MakeChannel(options)),
+      dispatch_(v1::Dispatch::NewStub(channel_)),
+      admin_(v1::Admin::NewStub(channel_)) {}
+
+void ArbiterClient::Prepare(grpc::ClientContext* context) const {
+  if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
+  if (options_.deadline_seconds > 0) {
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                              std::chrono::duration<double>(options_.deadline_seconds)));
+  }
+}
+
+grpc::Status ArbiterClient::Matmul(const v1::MatmulRequest& request, v1::MatmulResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return dispatch_->Matmul(&context, request, response);
+}
+
+grpc::Status ArbiterClient::Select(const v1::SelectRequest& request, v1::SelectResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return dispatch_->Select(&context, request, response);
+}
+
+grpc::Status ArbiterClient::ListCandidates(v1::ListCandidatesResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return admin_->ListCandidates(&context, v1::ListCandidatesRequest(), response);
+}
+
+grpc::Status ArbiterClient::ListVerdicts(const v1::ListVerdictsRequest& request,
+                                         v1::ListVerdictsResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return admin_->ListVerdicts(&context, request, response);
+}
+
+grpc::Status ArbiterClient::Force(const v1::ForceRequest& request, v1::ForceResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return admin_->Force(&context, request, response);
+}
+
+grpc::Status ArbiterClient::Unforce(const v1::UnforceRequest& request,
+                                    v1::UnforceResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return admin_->Unforce(&context, request, response);
+}
+
+grpc::Status ArbiterClient::Invalidate(const v1::InvalidateRequest& request,
+                                       v1::InvalidateResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return admin_->Invalidate(&context, request, response);
+}
+
+grpc::Status ArbiterClient::Tune(const v1::TuneRequest& request,
+                                 const std::function<void(const v1::TuneProgress&)>& on_progress) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  std::unique_ptr<grpc::ClientReader<v1::TuneProgress>> reader = admin_->Tune(&context, request);
+  v1::TuneProgress progress;
+  while (reader->Read(&progress)) on_progress(progress);
+  return reader->Finish();
+}
+
+grpc::Status ArbiterClient::ListQuarantine(v1::ListQuarantineResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return admin_->ListQuarantine(&context, v1::ListQuarantineRequest(), response);
+}
+
+grpc::Status ArbiterClient::ClearQuarantine(const v1::ClearQuarantineRequest& request,
+                                            v1::ClearQuarantineResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return admin_->ClearQuarantine(&context, request, response);
+}
+
+grpc::Status ArbiterClient::Quarantine(const v1::QuarantineRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::QuarantineResponse response;
+  return admin_->Quarantine(&context, request, &response);
+}
+
+grpc::Status ArbiterClient::ServerInfo(v1::ServerInfoResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return admin_->ServerInfo(&context, v1::ServerInfoRequest(), response);
+}
+
+grpc::Status ArbiterClient::Health(const std::string& service, HealthStatus* status) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  // A health check never waits long, whatever the per-call default.
+  if (options_.deadline_seconds <= 0) {
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  }
+  grpc::Slice request_slice(EncodeHealthRequest(service));
+  grpc::ByteBuffer request(&request_slice, 1);
+  grpc::GenericStub stub(channel_);
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+      stub.PrepareUnaryCall(&context, kHealthCheckMethod, request, &cq);
+  call->StartCall();
+  grpc::ByteBuffer response;
+  grpc::Status rpc_status;
+  call->Finish(&response, &rpc_status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!rpc_status.ok()) return rpc_status;
+  std::vector<grpc::Slice> slices;
+  response.Dump(&slices);
+  std::string bytes;
+  for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  if (!DecodeHealthResponse(bytes, status)) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "malformed grpc.health.v1 response");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ArbiterClient::WaitUntilServing(double timeout_seconds, const std::string& service) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(timeout_seconds));
+  grpc::Status last;
+  HealthStatus status = HealthStatus::kUnknown;
+  while (true) {
+    last = Health(service, &status);
+    if (last.ok() && status == HealthStatus::kServing) return grpc::Status::OK;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    // Polling a condition (the daemon's own answer), not sleeping instead of it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                      std::string("not SERVING after ") + std::to_string(timeout_seconds) +
+                          " s; last answer: " +
+                          (last.ok() ? HealthStatusName(status) : last.error_message()));
+}
+
+}  // namespace arbiter::client

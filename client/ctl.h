@@ -1,0 +1,72 @@
+// arbiterctl's subcommands over an ArbiterClient: each parses its options,
+// makes its calls, and prints either aligned tables (the default) or JSON
+// (--json, for scripts). Returns the process exit code:
+//   0 success, 1 the daemon returned an error, 2 a usage error,
+//   3 matmul's result check failed, 4 health is not SERVING.
+//
+// Not thread-safe; one command per process.
+#pragma once
+
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/message.h>
+
+#include "client/arbiter_client.h"
+#include "client/args.h"
+
+namespace arbiter::client {
+
+enum ExitCode { kExitOk = 0, kExitRpcError = 1, kExitUsage = 2, kExitMismatch = 3, kExitUnhealthy = 4 };
+
+class Ctl {
+ public:
+  Ctl(ArbiterClient& client, const Args& args, std::ostream& out, std::ostream& err)
+      : client_(client), args_(args), out_(out), err_(err), json_(args.Has("json")) {}
+  Ctl(const Ctl&) = delete;
+  Ctl& operator=(const Ctl&) = delete;
+
+  // Runs `command` (the first positional argument).
+  int Run(const std::string& command);
+
+  static void PrintUsage(std::ostream& os);
+  // Every option and switch any subcommand accepts.
+  static const std::set<std::string>& Options();
+  static const std::set<std::string>& Switches();
+
+ private:
+  int Matmul();
+  int Select();
+  int Candidates();
+  int Verdicts();
+  int Force();
+  int Unforce();
+  int Invalidate();
+  int Tune();
+  int Quarantine();
+  int Info();
+  int Health();
+
+  // --m --n --k --dtype (f32 when absent) into `p`; prints the usage error.
+  bool ParseProblem(v1::Problem* p);
+  bool ParseSelectOptions(v1::Determinism* determinism, v1::TuningPolicy* tuning);
+  int RpcError(const char* what, const grpc::Status& status);
+  int UsageError(const std::string& message);
+  void PrintJson(const google::protobuf::Message& message);
+  void PrintVerdict(const v1::Verdict& v);
+
+  ArbiterClient& client_;
+  const Args& args_;
+  std::ostream& out_;
+  std::ostream& err_;
+  const bool json_;
+};
+
+// "64x32x128" or "bf16:64x32x128" (dtype prefix overrides `dtype`).
+bool ParseShape(const std::string& text, v1::DType dtype, v1::Problem* p, std::string* error);
+// "12.3 us", "1.234 ms", "2.5 s".
+std::string FormatSeconds(double seconds);
+
+}  // namespace arbiter::client
