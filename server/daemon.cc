@@ -1,0 +1,309 @@
+#include "server/daemon.h"
+
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_candidates.h"
+#include "engine/registry.h"
+#include "engine/verdict_store.h"
+#include "server/admin_auth.h"
+#include "server/admin_service.h"
+#include "server/dispatch_service.h"
+#include "server/metrics.h"
+#include "server/metrics_endpoint.h"
+#ifdef ARBITER_WITH_CUDA
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_candidates.h"
+#endif
+
+#ifndef ARBITER_VERSION
+#define ARBITER_VERSION "dev"
+#endif
+
+namespace arbiter::server {
+namespace {
+
+// The services the health checker reports on, besides the whole server ("").
+constexpr const char* kHealthServices[] = {"", "arbiter.v1.Dispatch", "arbiter.v1.Admin"};
+
+struct BackendAndRegistry {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Registry> registry;
+};
+
+absl::StatusOr<BackendAndRegistry> CreateCpu() {
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> cpu, CpuBackend::Create(CpuBackendOptions{}));
+  ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
+                   Registry::Create(CpuCandidates(cpu->threads()), *cpu));
+  return BackendAndRegistry{std::move(cpu), std::move(registry)};
+}
+
+#ifdef ARBITER_WITH_CUDA
+absl::StatusOr<BackendAndRegistry> CreateCuda() {
+  if (cuda::CudaBackend::VisibleDevices() <= 0) {
+    return absl::FailedPreconditionError("backend cuda: no CUDA device is visible");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> gpu,
+                   cuda::CudaBackend::Create(cuda::CudaBackendOptions{}));
+  ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
+                   Registry::Create(cuda::CudaCandidates(*gpu), *gpu));
+  return BackendAndRegistry{std::move(gpu), std::move(registry)};
+}
+#endif
+
+// auto: cuda when built with it and a device is visible, else cpu.
+absl::StatusOr<BackendAndRegistry> CreateBackend(const std::string& name) {
+#ifdef ARBITER_WITH_CUDA
+  if (name == "cuda") return CreateCuda();
+  if (name == "auto" && cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda();
+#else
+  if (name == "cuda") {
+    return absl::FailedPreconditionError("backend cuda: this arbiterd was built without CUDA");
+  }
+#endif
+  if (name == "cpu" || name == "auto") return CreateCpu();
+  return absl::InvalidArgumentError(
+      absl::StrCat("backend: expected auto, cpu or cuda, got \"", name, "\""));
+}
+
+absl::Status ValidateOptions(const DaemonOptions& o) {
+  if (o.listen.empty()) return absl::InvalidArgumentError("listen: empty; expected host:port");
+  if (o.workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("workers: expected >= 1, got ", o.workers));
+  }
+  if (o.max_message_bytes <= 0 || o.max_message_bytes > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("max-message-bytes: expected 1..", INT_MAX,
+                                                   ", got ", o.max_message_bytes));
+  }
+  if (!(o.shutdown_grace_seconds >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("shutdown-grace-seconds: expected >= 0, got ",
+                                                   o.shutdown_grace_seconds));
+  }
+  if (!(o.verify_fraction >= 0 && o.verify_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("verify-fraction: expected 0..1, got ", o.verify_fraction));
+  }
+  if (!(o.health_poll_seconds > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("health-poll-seconds: expected > 0, got ",
+                                                   o.health_poll_seconds));
+  }
+  return absl::OkStatus();
+}
+
+// Written to a temporary name and renamed, so a reader never sees a partial port.
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    if (!out.flush()) return absl::InternalError(absl::StrCat("port-file: cannot write ", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("port-file: cannot rename ", tmp, " to ", path, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+// "127.0.0.1:0" with port 43117 -> "127.0.0.1:43117".
+std::string BoundAddress(const std::string& listen, int port) {
+  const size_t colon = listen.rfind(':');
+  return absl::StrCat(colon == std::string::npos ? listen : listen.substr(0, colon), ":", port);
+}
+
+// Engine state for the metrics gauges, read at each scrape (on an exposer thread).
+MetricsState ProbeState(Arbiter& arbiter) {
+  MetricsState state;
+  state.queue_depth = static_cast<int64_t>(arbiter.queue_depth());
+  if (auto verdicts = arbiter.ListVerdicts({}); verdicts.ok()) {
+    state.verdicts_stored = static_cast<int64_t>(verdicts->size());
+  }
+  if (auto forces = arbiter.ListForces(); forces.ok()) {
+    state.forces_active = static_cast<int64_t>(forces->size());
+  }
+  if (auto entries = arbiter.ListQuarantine(); entries.ok()) {
+    std::set<std::string> candidates;
+    for (const QuarantineEntry& q : *entries) candidates.insert(q.candidate);
+    state.candidates_quarantined = static_cast<int64_t>(candidates.size());
+  }
+  return state;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
+  RETURN_IF_ERROR(ValidateOptions(options));
+  std::unique_ptr<Daemon> daemon(new Daemon(options));
+  RETURN_IF_ERROR(daemon->Start());
+  return daemon;
+}
+
+absl::Status Daemon::Start() {
+  // Refused before anything starts: an exposed listener without a token, bad TLS files.
+  ASSIGN_OR_RETURN(auth_, AdminAuth::Create(AdminAuthOptions{.token_file = options_.admin_token_file,
+                                                             .listen = options_.listen}));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   MakeServerCredentials(options_.tls));
+
+  ASSIGN_OR_RETURN(BackendAndRegistry device, CreateBackend(options_.backend));
+  const DeviceInfo info = device.backend->info();
+  spdlog::info("backend {}: {} ({}), {} candidates registered", info.backend, info.name,
+               info.arch, device.registry->candidates().size());
+  for (const RegisteredCandidate& c : device.registry->candidates()) {
+    if (!c.device_ok) spdlog::info("candidate {} is ineligible here: {}", c.spec.name, c.device_reason);
+  }
+
+  ASSIGN_OR_RETURN(std::unique_ptr<VerdictStore> store, VerdictStore::Open(options_.store_path));
+  spdlog::info("verdict store {} open (schema {})", options_.store_path, store->schema_version());
+
+  // No Exposer (listen empty): civetweb cannot start threads next to cuBLAS's
+  // TLS; MetricsEndpoint serves the same scrape (see metrics_endpoint.h).
+  ASSIGN_OR_RETURN(metrics_, Metrics::Create(
+                                 MetricsOptions{.listen = "",
+                                                .version = ARBITER_VERSION,
+                                                .commit = "",
+                                                .candidates = CandidateLabelsOf(*device.registry)},
+                                 info));
+  if (!options_.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(metrics_endpoint_,
+                     MetricsEndpoint::Create(options_.metrics_listen,
+                                             [metrics = metrics_.get()] { return metrics->Scrape(); }));
+    spdlog::info("metrics on http://{}/metrics",
+                 BoundAddress(options_.metrics_listen, metrics_endpoint_->port()));
+  }
+
+  ArbiterOptions arbiter_options;
+  arbiter_options.tuning = options_.tuning;
+  arbiter_options.workers = options_.workers;
+  arbiter_options.measure = options_.measure;
+  arbiter_options.verify_fraction = options_.verify_fraction;
+  ASSIGN_OR_RETURN(arbiter_, Arbiter::Create(arbiter_options, std::move(device.backend),
+                                             std::move(device.registry), std::move(store)));
+  arbiter_->set_observer(metrics_.get());
+  metrics_->SetStateProbe([arbiter = arbiter_.get()] { return ProbeState(*arbiter); });
+
+  dispatch_ = std::make_unique<DispatchService>(*arbiter_);
+  admin_ = std::make_unique<AdminService>(
+      *arbiter_, ServerIdentity{.version = ARBITER_VERSION, .store_path = options_.store_path},
+      auth_.get());
+  spdlog::info("admin: {}", auth_->requires_token() ? "bearer token required"
+                                                     : "no token (loopback listener only)");
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options_.listen, credentials, &port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
+  // gRPC sets SO_REUSEPORT by default: a second daemon on a taken port would
+  // "start" and split the traffic. Refuse the port instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(metrics_->NewInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  builder.RegisterService(dispatch_.get());
+  builder.RegisterService(admin_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen));
+  }
+  // The registry is verified and the store open: serving iff the device is healthy.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    absl::Status health = arbiter_->Health();
+    if (!health.ok()) spdlog::error("backend unhealthy at start: {}", health.ToString());
+    SetServing(health.ok());
+  }
+  spdlog::info("arbiterd {} listening on {} (tuning {}, {} workers, max message {} bytes)",
+               ARBITER_VERSION, BoundAddress(options_.listen, port_),
+               TuningPolicyName(options_.tuning), options_.workers, options_.max_message_bytes);
+  if (!options_.port_file.empty()) RETURN_IF_ERROR(WritePortFile(options_.port_file, port_));
+  health_watcher_ = std::thread([this] { WatchHealth(); });
+  return absl::OkStatus();
+}
+
+void Daemon::SetServing(bool serving) {
+  for (const char* service : kHealthServices) {
+    server_->GetHealthCheckService()->SetServingStatus(service, serving);
+  }
+  metrics_->SetServing(serving);
+  if (serving != serving_) {
+    spdlog::info("health: {}", serving ? "SERVING" : "NOT_SERVING");
+    serving_ = serving;
+  }
+}
+
+void Daemon::WatchHealth() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    const auto period = std::chrono::duration<double>(options_.health_poll_seconds);
+    if (stop_cv_.wait_for(lock, period, [this] { return stopping_; })) break;
+    lock.unlock();
+    const absl::Status health = arbiter_->Health();
+    lock.lock();
+    if (stopping_) break;
+    if (!health.ok() && serving_) spdlog::error("backend unhealthy: {}", health.ToString());
+    if (health.ok() != serving_) SetServing(health.ok());
+  }
+}
+
+void Daemon::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    if (server_ != nullptr) {
+      // Every service NOT_SERVING from now on; later updates are ignored.
+      server_->GetHealthCheckService()->Shutdown();
+      serving_ = false;
+      if (metrics_ != nullptr) metrics_->SetServing(false);
+      spdlog::info("health: NOT_SERVING (shutting down)");
+    }
+  }
+  stop_cv_.notify_all();
+  if (health_watcher_.joinable()) health_watcher_.join();
+  if (server_ != nullptr) {
+    spdlog::info("shutting down: in-flight calls get {} s", options_.shutdown_grace_seconds);
+    const auto deadline =
+        std::chrono::system_clock::now() +
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::duration<double>(options_.shutdown_grace_seconds));
+    server_->Shutdown(deadline);
+    server_->Wait();
+    server_.reset();
+  }
+  admin_.reset();
+  dispatch_.reset();
+  // The probe reads the Arbiter; the Arbiter reports to the metrics until it is gone.
+  metrics_endpoint_.reset();
+  if (metrics_ != nullptr) metrics_->SetStateProbe(nullptr);
+  if (arbiter_ != nullptr) {
+    arbiter_->WaitIdle();
+    arbiter_.reset();  // closes the store
+    spdlog::info("verdict store {} closed", options_.store_path);
+  }
+  metrics_.reset();
+}
+
+int Daemon::metrics_port() const {
+  return metrics_endpoint_ != nullptr ? metrics_endpoint_->port() : 0;
+}
+
+Daemon::Daemon(const DaemonOptions& options) : options_(options) {}
+
+Daemon::~Daemon() { Shutdown(); }
+
+}  // namespace arbiter::server

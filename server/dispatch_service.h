@@ -1,0 +1,38 @@
+// The Dispatch service: clients run matmuls (Matmul) or ask which kernel would
+// run (Select). Every request is validated - dtype, dimensions against the
+// engine's limits, operand byte counts - before any compute or allocation, and
+// engine errors reach the client through status_util unchanged. A bad request
+// is answered with an error; it never takes the daemon down.
+//
+// Does not own the Arbiter, which must outlive the service.
+// Thread-safe: the Arbiter provides internal synchronization; the service has no state.
+#pragma once
+
+#include "arbiter/v1/arbiter.grpc.pb.h"
+#include "engine/arbiter.h"
+
+namespace arbiter::server {
+
+class DispatchService final : public v1::Dispatch::Service {
+ public:
+  explicit DispatchService(Arbiter& arbiter) : arbiter_(arbiter) {}
+  DispatchService(const DispatchService&) = delete;
+  DispatchService& operator=(const DispatchService&) = delete;
+
+  grpc::Status Matmul(grpc::ServerContext* context, const v1::MatmulRequest* request,
+                      v1::MatmulResponse* response) override;
+  grpc::Status Select(grpc::ServerContext* context, const v1::SelectRequest* request,
+                      v1::SelectResponse* response) override;
+
+ private:
+  absl::Status DoMatmul(const v1::MatmulRequest& request, v1::MatmulResponse* response);
+  absl::Status DoSelect(const v1::SelectRequest& request, v1::SelectResponse* response);
+
+  Arbiter& arbiter_;
+};
+
+// INVALID_ARGUMENT "a: expected 16384 bytes (m*k*size = 64*64*4), got 100", or OK.
+// `operand` is "a" (m x k) or "b" (k x n).
+absl::Status CheckOperandBytes(std::string_view operand, const Problem& p, size_t got);
+
+}  // namespace arbiter::server

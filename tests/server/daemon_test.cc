@@ -1,0 +1,117 @@
+// The daemon composed in-process: ephemeral port, health, and shutdown.
+#include "server/daemon.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "client/arbiter_client.h"
+
+namespace arbiter::server {
+namespace {
+
+DaemonOptions InProcessOptions() {
+  DaemonOptions options;
+  options.listen = "127.0.0.1:0";
+  options.store_path = ":memory:";
+  options.backend = "cpu";
+  options.shutdown_grace_seconds = 5;
+  return options;
+}
+
+TEST(DaemonTest, EphemeralPortIsBoundAndReportedServing) {
+  auto daemon = Daemon::Create(InProcessOptions());
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  ASSERT_GT((*daemon)->port(), 0);
+  client::ClientOptions options;
+  options.server = "127.0.0.1:" + std::to_string((*daemon)->port());
+  client::ArbiterClient client(options);
+  for (const char* service : {"", "arbiter.v1.Dispatch", "arbiter.v1.Admin"}) {
+    client::HealthStatus status;
+    ASSERT_TRUE(client.Health(service, &status).ok()) << service;
+    EXPECT_EQ(status, client::HealthStatus::kServing) << service;
+  }
+}
+
+TEST(DaemonTest, AfterShutdownTheServerNoLongerAnswers) {
+  auto daemon = Daemon::Create(InProcessOptions());
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  client::ClientOptions options;
+  options.server = "127.0.0.1:" + std::to_string((*daemon)->port());
+  options.deadline_seconds = 5;
+  client::ArbiterClient client(options);
+  v1::ServerInfoResponse info;
+  ASSERT_TRUE(client.ServerInfo(&info).ok());
+  (*daemon)->Shutdown();
+  (*daemon)->Shutdown();  // idempotent
+  client::HealthStatus status;
+  EXPECT_FALSE(client.Health("", &status).ok());
+}
+
+// One HTTP/1.1 request to 127.0.0.1:port; the raw response.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    (void)!write(fd, request.data(), request.size());
+    char buf[4096];
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) response.append(buf, n);
+  }
+  close(fd);
+  return response;
+}
+
+TEST(DaemonTest, MetricsAreServedOverHttpWhenAsked) {
+  DaemonOptions options = InProcessOptions();
+  options.metrics_listen = "127.0.0.1:0";
+  auto daemon = Daemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  ASSERT_GT((*daemon)->metrics_port(), 0);
+  const std::string scrape = HttpGet((*daemon)->metrics_port(), "/metrics");
+  EXPECT_NE(scrape.find("200 OK"), std::string::npos) << scrape.substr(0, 200);
+  EXPECT_NE(scrape.find("arbiter_serving 1"), std::string::npos) << scrape;
+  EXPECT_NE(HttpGet((*daemon)->metrics_port(), "/other").find("404"), std::string::npos);
+}
+
+TEST(DaemonTest, ANonLoopbackListenerWithoutAnAdminTokenIsRefused) {
+  DaemonOptions options = InProcessOptions();
+  options.listen = "0.0.0.0:0";
+  auto daemon = Daemon::Create(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(daemon.status().message().find("--admin-token-file"), std::string::npos)
+      << daemon.status();
+}
+
+TEST(DaemonTest, InvalidOptionsAreRefusedNamingTheFlag) {
+  DaemonOptions options = InProcessOptions();
+  options.backend = "tpu";
+  auto daemon = Daemon::Create(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(daemon.status().message().find("backend"), std::string::npos);
+
+  options = InProcessOptions();
+  options.workers = 0;
+  EXPECT_EQ(Daemon::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+
+  options = InProcessOptions();
+  options.max_message_bytes = int64_t{1} << 40;
+  EXPECT_EQ(Daemon::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DaemonTest, AnAddressThatCannotBeBoundIsUnavailable) {
+  auto first = Daemon::Create(InProcessOptions());
+  ASSERT_TRUE(first.ok()) << first.status();
+  DaemonOptions options = InProcessOptions();
+  options.listen = "127.0.0.1:" + std::to_string((*first)->port());
+  auto second = Daemon::Create(options);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+}
+
+}  // namespace
+}  // namespace arbiter::server
