@@ -147,6 +147,23 @@ TEST_F(ArbiterdIntegrationTest, MatmulMatchesLocalReferenceAtRaggedShapesInEvery
   }
 }
 
+TEST_F(ArbiterdIntegrationTest, A256MiBOperandFitsTheDefaultMessageLimits) {
+  // A is 8192x8192 f32 (256 MiB), as in an 8192^3 problem; N = 1 keeps the
+  // CPU's work small. Tier default (tuning off): one run, no measurement.
+  const v1::Problem p = MakeProblem(v1::DTYPE_F32, 8192, 1, 8192);
+  Operands ops;
+  v1::MatmulRequest request = MatmulRequest(p, &ops);
+  request.set_tuning(v1::TUNING_POLICY_OFF);
+  v1::MatmulResponse response;
+  grpc::Status s = client_->Matmul(request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.source(), v1::VERDICT_SOURCE_TIER_DEFAULT);
+  const CheckResult check = CheckMatmul(p, ops, response.c(),
+                                        BudgetOf(response.candidate(), p.dtype()), CheckOptions());
+  EXPECT_TRUE(check.passed()) << check.first_failure;
+  EXPECT_EQ(Measurements(), 0);
+}
+
 TEST_F(ArbiterdIntegrationTest, MatmulOnWrongOperandsWouldFailTheLocalCheck) {
   // The check above can fail: C computed from other operands does not pass.
   const v1::Problem p = MakeProblem(v1::DTYPE_F32, 24, 40, 56);
