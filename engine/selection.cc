@@ -79,7 +79,10 @@ Decision Decide(const std::vector<CandidateResult>& results, Determinism require
                             Pct(fastest->spread), "), also the ", inc_kind);
     return d;
   }
-  const double margin = (inc->median_seconds - fastest->median_seconds) / inc->median_seconds;
+  // The margin is the challenger's speedup over the incumbent (t_inc / t_chal - 1), not the
+  // fraction of time saved: the latter can never exceed 100%, so an incumbent with a spread
+  // over 50% could never be displaced however slow it was.
+  const double margin = inc->median_seconds / fastest->median_seconds - 1.0;
   const double spread = std::max({inc->spread, fastest->spread, noise.noise_floor});
   const double needed = noise.noise_multiple * spread;
   if (margin > needed) {

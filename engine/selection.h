@@ -4,7 +4,7 @@
 // The fastest candidate that passed the oracle wins - except that a challenger
 // displaces the incumbent (the previous winner, else the tier default) only when
 // its margin beats the measured noise:
-//   (t_incumbent - t_challenger) / t_incumbent > noise_multiple * max(spread_inc, spread_chal, noise_floor)
+//   t_incumbent / t_challenger - 1 > noise_multiple * max(spread_inc, spread_chal, noise_floor)
 // Otherwise the incumbent stays and the reason says "not separated".
 #pragma once
 

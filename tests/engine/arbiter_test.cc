@@ -96,7 +96,7 @@ void ExpectConsistent(const Verdict& v, const NoisePolicy& noise) {
   EXPECT_TRUE(w->timed()) << v;
   for (const CandidateResult& r : v.results) {
     if (!r.timed() || r.median_seconds >= w->median_seconds) continue;
-    const double margin = (w->median_seconds - r.median_seconds) / w->median_seconds;
+    const double margin = w->median_seconds / r.median_seconds - 1.0;
     EXPECT_LE(margin, noise.noise_multiple * std::max({r.spread, w->spread, noise.noise_floor}))
         << r.name << " is clearly faster than the winner " << v.winner;
   }

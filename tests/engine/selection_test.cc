@@ -80,6 +80,14 @@ TEST(SelectionTest, DeterminismRequirementFiltersCandidates) {
   EXPECT_EQ(Decide(r, Determinism::kBatchInvariant, std::nullopt, kNoise).winner, "invariant");
 }
 
+TEST(SelectionTest, ErraticIncumbentDoesNotProtectItself) {
+  // An incumbent whose samples spread 250% is still displaced by a challenger 30x faster:
+  // the speedup (2900%) beats 2 x 250%.
+  const std::vector<CandidateResult> r = {Timed("vendor", 3, 2e-3, 2.5),
+                                          Timed("ours", 2, 64e-6, 0.05)};
+  EXPECT_EQ(Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise).winner, "ours");
+}
+
 TEST(SelectionTest, NothingTimedMeansNoWinner) {
   const std::vector<CandidateResult> r = {Failed("a", 3), Failed("b", 1)};
   const Decision d = Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise);
