@@ -15,7 +15,7 @@ out=$root/.device-cuda
 jobs=${JOBS:-2}
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DARBITER_CUDA=ON >/dev/null
-tests=(cuda_arch_tests cuda_backend_tests cuda_candidates_tests cuda_daemon_tests)
+tests=(cuda_arch_tests cuda_backend_tests cuda_candidates_tests cuda_daemon_tests cuda_families_contract_tests cuda_families_tests wgmma_tests)
 tools=(arbiterd arbiterctl)
 cmake --build "$build" -j"$jobs" --target "${tests[@]}" "${tools[@]}"
 
@@ -50,7 +50,7 @@ out=${OUT:-/tmp/arbiter-suite}; mkdir -p "$out"
 } | tee "$out/device.txt"
 summary=()
 status=0
-for t in cuda_arch_tests cuda_backend_tests cuda_candidates_tests cuda_daemon_tests; do
+for t in cuda_arch_tests cuda_backend_tests cuda_candidates_tests cuda_daemon_tests cuda_families_contract_tests cuda_families_tests wgmma_tests; do
   [[ -x $here/bin/$t ]] || continue
   start=$(date +%s)
   "$here/run" "$t" --gtest_color=no >"$out/$t.log" 2>&1
