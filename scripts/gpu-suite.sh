@@ -64,11 +64,17 @@ for t in cuda_arch_tests cuda_backend_tests cuda_candidates_tests cuda_daemon_te
 done
 grep -h '^CHECK .*FAIL\|^DETERMINISM .*FAIL' "$out"/*.log | head -40
 grep -h '^DAEMON' "$out"/cuda_daemon_tests.log 2>/dev/null | head -40
+demo=$(cd "$(dirname "$0")" && pwd)/gpu-daemon-demo.sh
+if [[ -x $demo ]]; then
+  echo "== daemon on the GPU =="
+  "$demo" "$here/run" "$out" 2>&1 | tee "$out/demo.log"
+fi
 echo "== summary =="
 printf '%s\n' "${summary[@]}"
 exit $status
 SUITE
 chmod +x "$out/suite.sh"
+cp "$root/scripts/gpu-daemon-demo.sh" "$out/"
 echo "bundle: $(du -sh "$out" | cut -f1) in $out (commit $(tr '\n' ' ' < "$stage/b/COMMIT"))"
 
 echo
