@@ -86,6 +86,21 @@ class Arbiter::StreamPool {
   const size_t max_waiters_;
 };
 
+namespace {
+
+// DEADLINE_EXCEEDED, saying how long ago and at which point, when `deadline` has passed.
+absl::Status CheckDeadline(const std::optional<std::chrono::system_clock::time_point>& deadline,
+                           const char* where) {
+  if (!deadline) return absl::OkStatus();
+  const auto now = std::chrono::system_clock::now();
+  if (now <= *deadline) return absl::OkStatus();
+  const auto late = std::chrono::duration_cast<std::chrono::milliseconds>(now - *deadline);
+  return absl::DeadlineExceededError(absl::StrCat("deadline passed ", late.count(), " ms ago ",
+                                                  where, "; the work was not started"));
+}
+
+}  // namespace
+
 struct Arbiter::InFlight {
   std::shared_future<absl::StatusOr<Verdict>> result;
 };
@@ -355,6 +370,7 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
                                                    p.k, "*", p.n, " elements of ", DTypeName(p.dtype),
                                                    "), got ", b_bytes));
   }
+  RETURN_IF_ERROR(CheckDeadline(options.deadline, "on arrival"));
   ASSIGN_OR_RETURN(Selection sel, Select(p, options));
   const RegisteredCandidate* rc = registry_->Find(sel.candidate);
   const CandidateMember* member = rc ? rc->spec.Member(p.dtype) : nullptr;
@@ -363,6 +379,7 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
                                             DTypeName(p.dtype), " entry point"));
   }
   ASSIGN_OR_RETURN(StreamPool::Lease stream, streams_->Acquire(/*bounded=*/true));
+  RETURN_IF_ERROR(CheckDeadline(options.deadline, "while selecting or queued for a device stream"));
   absl::StatusOr<DispatchResult> result = [&]() -> absl::StatusOr<DispatchResult> {
     ASSIGN_OR_RETURN(std::unique_ptr<Buffer> da, backend_->Allocate(p.a_bytes()));
     ASSIGN_OR_RETURN(std::unique_ptr<Buffer> db, backend_->Allocate(p.b_bytes()));

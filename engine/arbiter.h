@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -50,6 +51,9 @@ struct ArbiterOptions {
 struct SelectOptions {
   Determinism required = Determinism::kNondeterministic;
   std::optional<TuningPolicy> tuning;  // unset: the daemon's default
+  // Dispatch: work not started by then fails DEADLINE_EXCEEDED (checked before selecting
+  // and again once a device stream is held); unset: no deadline.
+  std::optional<std::chrono::system_clock::time_point> deadline;
 };
 
 // What serves a problem, and why.
