@@ -132,6 +132,8 @@ absl::Status ConfigureLogging(std::string_view format, std::string_view level) {
   } else {
     logger = std::make_shared<spdlog::logger>(
         "arbiterd", std::make_shared<spdlog::sinks::stdout_color_sink_mt>());
+    // spdlog's default pattern without the logger name: there is only one.
+    logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
   }
   spdlog::set_default_logger(std::move(logger));
   spdlog::set_level(parsed);

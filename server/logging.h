@@ -1,5 +1,5 @@
 // How arbiterd logs: spdlog's default logger ("arbiterd", on stdout), one line
-// per event, as text (spdlog's default pattern) or as JSON - one object per
+// per event, as text ("[time] [level] message") or as JSON - one object per
 // line, {"time","level","logger","thread","msg"}, for log collectors
 // (Kubernetes, journald exporters) that parse fields instead of patterns.
 //
