@@ -82,6 +82,9 @@ absl::Status ValidateOptions(const DaemonOptions& o) {
   if (o.workers < 1) {
     return absl::InvalidArgumentError(absl::StrCat("workers: expected >= 1, got ", o.workers));
   }
+  if (o.max_queue < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("max-queue: expected >= 0, got ", o.max_queue));
+  }
   if (o.max_message_bytes <= 0 || o.max_message_bytes > INT_MAX) {
     return absl::InvalidArgumentError(absl::StrCat("max-message-bytes: expected 1..", INT_MAX,
                                                    ", got ", o.max_message_bytes));
@@ -188,6 +191,7 @@ absl::Status Daemon::Start() {
   ArbiterOptions arbiter_options;
   arbiter_options.tuning = options_.tuning;
   arbiter_options.workers = options_.workers;
+  arbiter_options.max_queue = static_cast<size_t>(options_.max_queue);
   arbiter_options.measure = options_.measure;
   arbiter_options.verify_fraction = options_.verify_fraction;
   ASSIGN_OR_RETURN(arbiter_, Arbiter::Create(arbiter_options, std::move(device.backend),
@@ -227,9 +231,10 @@ absl::Status Daemon::Start() {
     if (!health.ok()) spdlog::error("backend unhealthy at start: {}", health.ToString());
     SetServing(health.ok());
   }
-  spdlog::info("arbiterd {} listening on {} (tuning {}, {} workers, max message {} bytes)",
+  spdlog::info("arbiterd {} listening on {} (tuning {}, {} workers, max queue {}, max message {} bytes)",
                ARBITER_VERSION, BoundAddress(options_.listen, port_),
-               TuningPolicyName(options_.tuning), options_.workers, options_.max_message_bytes);
+               TuningPolicyName(options_.tuning), options_.workers, options_.max_queue,
+               options_.max_message_bytes);
   if (!options_.port_file.empty()) RETURN_IF_ERROR(WritePortFile(options_.port_file, port_));
   health_watcher_ = std::thread([this] { WatchHealth(); });
   return absl::OkStatus();

@@ -8,6 +8,12 @@
 
 namespace arbiter::server {
 
+std::optional<std::chrono::system_clock::time_point> WorkDeadline(
+    std::chrono::system_clock::time_point rpc_deadline) {
+  if (rpc_deadline == std::chrono::system_clock::time_point::max()) return std::nullopt;
+  return rpc_deadline;
+}
+
 absl::Status CheckOperandBytes(std::string_view operand, const Problem& p, size_t got) {
   const bool is_a = operand == "a";
   const size_t expected = is_a ? p.a_bytes() : p.b_bytes();
@@ -22,7 +28,7 @@ absl::Status CheckOperandBytes(std::string_view operand, const Problem& p, size_
 grpc::Status DispatchService::Matmul(grpc::ServerContext* context,
                                      const v1::MatmulRequest* request,
                                      v1::MatmulResponse* response) {
-  absl::Status status = DoMatmul(*request, response);
+  absl::Status status = DoMatmul(*request, WorkDeadline(context->deadline()), response);
   if (!status.ok()) spdlog::warn("matmul from {} refused: {}", context->peer(), status.ToString());
   return ToGrpcStatus(status);
 }
@@ -35,8 +41,9 @@ grpc::Status DispatchService::Select(grpc::ServerContext* context,
   return ToGrpcStatus(status);
 }
 
-absl::Status DispatchService::DoMatmul(const v1::MatmulRequest& request,
-                                       v1::MatmulResponse* response) {
+absl::Status DispatchService::DoMatmul(
+    const v1::MatmulRequest& request, std::optional<std::chrono::system_clock::time_point> deadline,
+    v1::MatmulResponse* response) {
   // Everything is checked before the engine allocates or runs anything.
   ASSIGN_OR_RETURN(const Problem problem,
                    ProblemFromProto(request.problem(), arbiter_.options().limits));
@@ -45,6 +52,7 @@ absl::Status DispatchService::DoMatmul(const v1::MatmulRequest& request,
   SelectOptions options;
   ASSIGN_OR_RETURN(options.required, DeterminismFromProto(request.required_determinism()));
   ASSIGN_OR_RETURN(options.tuning, TuningFromProto(request.tuning()));
+  options.deadline = deadline;
 
   ASSIGN_OR_RETURN(DispatchResult result,
                    arbiter_.Dispatch(problem, options, request.a().data(), request.a().size(),

@@ -1,6 +1,7 @@
 // arbiterd: parse flags, build DaemonOptions, Daemon::Create, wait for SIGTERM/SIGINT.
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "server/daemon.h"
+#include "server/logging.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "host:port to serve on; port 0 picks a free one");
 ABSL_FLAG(std::string, store, "./arbiter.db", "SQLite verdict store path");
@@ -18,7 +20,11 @@ ABSL_FLAG(std::string, tuning, "sync", "on a verdict miss: sync (measure, then a
 ABSL_FLAG(int, workers, 1, "device streams for dispatch and tuning");
 ABSL_FLAG(int64_t, max_message_bytes, 600ll << 20,
           "largest request or response; the default fits 8192x8192 f32 operands");
-ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, critical, off");
+ABSL_FLAG(std::string, log_level, "",
+          "trace, debug, info, warn, error, critical, off; unset: $ARBITER_LOG_LEVEL, else info");
+ABSL_FLAG(std::string, log_format, "text", "text (one line per event) or json (one object per line)");
+ABSL_FLAG(int64_t, max_queue, 64,
+          "dispatches that may wait for a device stream; more get RESOURCE_EXHAUSTED");
 ABSL_FLAG(double, shutdown_grace_seconds, 10, "time in-flight calls get after SIGTERM");
 ABSL_FLAG(std::string, port_file, "", "write the bound port here once serving");
 ABSL_FLAG(double, verify_fraction, 0, "share of dispatches also checked against the reference");
@@ -55,7 +61,15 @@ int main(int argc, char** argv) {
   std::vector<char*> arg_ptrs;
   for (std::string& arg : args) arg_ptrs.push_back(arg.data());
   absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
-  spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
+  const arbiter::server::LogLevelChoice level = arbiter::server::ChooseLogLevel(
+      absl::GetFlag(FLAGS_log_level), std::getenv(arbiter::server::kLogLevelEnv));
+  if (absl::Status logging =
+          arbiter::server::ConfigureLogging(absl::GetFlag(FLAGS_log_format), level.level);
+      !logging.ok()) {
+    spdlog::critical("{} (--log-format {}, log level \"{}\" from {})", logging.ToString(),
+                     absl::GetFlag(FLAGS_log_format), level.level, level.origin);
+    return 2;
+  }
 
   arbiter::server::DaemonOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
@@ -68,6 +82,7 @@ int main(int argc, char** argv) {
   }
   options.tuning = *tuning;
   options.workers = absl::GetFlag(FLAGS_workers);
+  options.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   options.port_file = absl::GetFlag(FLAGS_port_file);
