@@ -231,10 +231,10 @@ absl::Status Daemon::Start() {
     if (!health.ok()) spdlog::error("backend unhealthy at start: {}", health.ToString());
     SetServing(health.ok());
   }
-  spdlog::info("arbiterd {} listening on {} (tuning {}, {} workers, max queue {}, max message {} bytes)",
-               ARBITER_VERSION, BoundAddress(options_.listen, port_),
-               TuningPolicyName(options_.tuning), options_.workers, options_.max_queue,
-               options_.max_message_bytes);
+  spdlog::info(
+      "arbiterd {} listening on {} (tuning {}, {} workers, max queue {}, max message {} bytes)",
+      ARBITER_VERSION, BoundAddress(options_.listen, port_), TuningPolicyName(options_.tuning),
+      options_.workers, options_.max_queue, options_.max_message_bytes);
   if (!options_.port_file.empty()) RETURN_IF_ERROR(WritePortFile(options_.port_file, port_));
   health_watcher_ = std::thread([this] { WatchHealth(); });
   return absl::OkStatus();

@@ -42,7 +42,7 @@ struct DaemonOptions {
   std::string backend = "auto";              // auto (cuda when a GPU is visible), cpu or cuda
   TuningPolicy tuning = TuningPolicy::kSync; // default policy on a verdict miss
   int workers = 1;                           // device streams for dispatch and tuning
-  int64_t max_queue = 64;                    // dispatches waiting for a stream; more: RESOURCE_EXHAUSTED
+  int64_t max_queue = 64;                    // dispatches waiting for a stream; more: refused
   int64_t max_message_bytes = 600ll << 20;   // 8192^2 f32 A and B (512 MiB) plus headroom
   double shutdown_grace_seconds = 10;        // in-flight calls get this long before cancellation
   std::string port_file;                     // if set, the bound port is written here once serving
