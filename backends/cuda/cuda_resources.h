@@ -21,7 +21,7 @@ struct StreamResources {
   cublasLtHandle_t cublas_lt = nullptr;
   void* lt_workspace = nullptr;         // for cublasLtMatmul
   size_t lt_workspace_bytes = 0;
-  const cudaDeviceProp* props = nullptr;
+  const cudaDeviceProp* props = nullptr;  // the stream's device; never null once created
 };
 
 // The resources of an engine Stream created by CudaBackend. `s` must be one.

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_resources.h"
 #include "kernels/gemv/gemv.h"
 
@@ -18,27 +19,6 @@ using kernels::kGemvMaxM;
 using kernels::kGemvBudgetAbs;
 using kernels::kGemvBudgetRel;
 
-// INVALID_ARGUMENT for arguments the launcher refuses, INTERNAL for a failed
-// launch; both name the call and the CUDA error.
-absl::Status LaunchStatus(const char* call, cudaError_t err) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  const std::string message =
-      std::string(call) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
-  return err == cudaErrorInvalidValue ? absl::InvalidArgumentError(message)
-                                      : absl::InternalError(message);
-}
-
-// Multiprocessors of the stream's device (the K split count depends on it).
-int SmCount(const cuda::StreamResources& resources) {
-  if (resources.props != nullptr) return resources.props->multiProcessorCount;
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) == cudaSuccess) {
-    return count;
-  }
-  return 1;
-}
-
 absl::Status Run(const GemmArgs& g) {
   const cuda::StreamResources& resources = cuda::Resources(g.stream);
   GemvArgs args;
@@ -49,12 +29,12 @@ absl::Status Run(const GemmArgs& g) {
   args.m = g.problem.m;
   args.n = g.problem.n;
   args.k = g.problem.k;
-  args.sm_count = SmCount(resources);
+  args.sm_count = resources.props->multiProcessorCount;
   args.workspace_bytes = GemvWorkspaceBytes(args);  // K-split partials, when split
   if (args.workspace_bytes > 0) {
     ASSIGN_OR_RETURN(args.workspace, cuda::Scratch(g.stream, args.workspace_bytes));
   }
-  return LaunchStatus("LaunchGemv", LaunchGemv(args, resources.stream));
+  return cuda::CudaStatus(LaunchGemv(args, resources.stream), "LaunchGemv", __FILE__, __LINE__);
 }
 
 }  // namespace

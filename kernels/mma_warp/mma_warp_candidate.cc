@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_resources.h"
 #include "kernels/mma_warp/mma_warp.h"
 
@@ -16,16 +17,6 @@ using kernels::MmaWarpArgs;
 using kernels::kMmaWarpBudgetAbs;
 using kernels::kMmaWarpBudgetRel;
 
-// INVALID_ARGUMENT for arguments the launcher refuses, INTERNAL for a failed
-// launch; both name the call and the CUDA error.
-absl::Status LaunchStatus(const char* call, cudaError_t err) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  const std::string message =
-      std::string(call) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
-  return err == cudaErrorInvalidValue ? absl::InvalidArgumentError(message)
-                                      : absl::InternalError(message);
-}
-
 absl::Status Run(const GemmArgs& g) {
   const cuda::StreamResources& resources = cuda::Resources(g.stream);
   MmaWarpArgs args;
@@ -36,7 +27,7 @@ absl::Status Run(const GemmArgs& g) {
   args.m = g.problem.m;
   args.n = g.problem.n;
   args.k = g.problem.k;
-  return LaunchStatus("LaunchMmaWarp", LaunchMmaWarp(args, resources.stream));
+  return cuda::CudaStatus(LaunchMmaWarp(args, resources.stream), "LaunchMmaWarp", __FILE__, __LINE__);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_resources.h"
 #include "kernels/simt/simt.h"
 
@@ -18,16 +19,6 @@ using kernels::kSimtBudgetRel;
 using kernels::kSimtF64BudgetAbs;
 using kernels::kSimtF64BudgetRel;
 
-// INVALID_ARGUMENT for arguments the launcher refuses, INTERNAL for a failed
-// launch; both name the call and the CUDA error.
-absl::Status LaunchStatus(const char* call, cudaError_t err) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  const std::string message =
-      std::string(call) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
-  return err == cudaErrorInvalidValue ? absl::InvalidArgumentError(message)
-                                      : absl::InternalError(message);
-}
-
 absl::Status Run(const GemmArgs& g) {
   const cuda::StreamResources& resources = cuda::Resources(g.stream);
   SimtArgs args;
@@ -38,7 +29,7 @@ absl::Status Run(const GemmArgs& g) {
   args.m = g.problem.m;
   args.n = g.problem.n;
   args.k = g.problem.k;
-  return LaunchStatus("LaunchSimt", LaunchSimt(args, resources.stream));
+  return cuda::CudaStatus(LaunchSimt(args, resources.stream), "LaunchSimt", __FILE__, __LINE__);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_resources.h"
 #include "kernels/splitk/splitk.h"
 
@@ -17,27 +18,6 @@ using kernels::SplitKWorkspaceBytes;
 using kernels::kSplitKBudgetAbs;
 using kernels::kSplitKBudgetRel;
 
-// INVALID_ARGUMENT for arguments the launcher refuses, INTERNAL for a failed
-// launch; both name the call and the CUDA error.
-absl::Status LaunchStatus(const char* call, cudaError_t err) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  const std::string message =
-      std::string(call) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
-  return err == cudaErrorInvalidValue ? absl::InvalidArgumentError(message)
-                                      : absl::InternalError(message);
-}
-
-// Multiprocessors of the stream's device (the split count depends on it).
-int SmCount(const cuda::StreamResources& resources) {
-  if (resources.props != nullptr) return resources.props->multiProcessorCount;
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) == cudaSuccess) {
-    return count;
-  }
-  return 1;
-}
-
 absl::Status Run(const GemmArgs& g, bool atomic) {
   const cuda::StreamResources& resources = cuda::Resources(g.stream);
   SplitKArgs args;
@@ -49,10 +29,10 @@ absl::Status Run(const GemmArgs& g, bool atomic) {
   args.n = g.problem.n;
   args.k = g.problem.k;
   args.atomic = atomic;
-  args.sm_count = SmCount(resources);
+  args.sm_count = resources.props->multiProcessorCount;
   args.workspace_bytes = SplitKWorkspaceBytes(args);
   ASSIGN_OR_RETURN(args.workspace, cuda::Scratch(g.stream, args.workspace_bytes));
-  return LaunchStatus("LaunchSplitK", LaunchSplitK(args, resources.stream));
+  return cuda::CudaStatus(LaunchSplitK(args, resources.stream), "LaunchSplitK", __FILE__, __LINE__);
 }
 
 CandidateSpec MakeVariant(bool atomic) {
