@@ -97,6 +97,14 @@ absl::Status ValidateOptions(const DaemonOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("verify-fraction: expected 0..1, got ", o.verify_fraction));
   }
+  if (!(o.noise.noise_multiple >= 0 && o.noise.noise_multiple < 1e6)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("noise-multiple: expected a finite value >= 0, got ", o.noise.noise_multiple));
+  }
+  if (!(o.noise.noise_floor >= 0 && o.noise.noise_floor < 1e6)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("noise-floor: expected a finite value >= 0, got ", o.noise.noise_floor));
+  }
   if (!(o.health_poll_seconds > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("health-poll-seconds: expected > 0, got ",
                                                    o.health_poll_seconds));
@@ -194,6 +202,7 @@ absl::Status Daemon::Start() {
   arbiter_options.max_queue = static_cast<size_t>(options_.max_queue);
   arbiter_options.measure = options_.measure;
   arbiter_options.verify_fraction = options_.verify_fraction;
+  arbiter_options.noise = options_.noise;
   ASSIGN_OR_RETURN(arbiter_, Arbiter::Create(arbiter_options, std::move(device.backend),
                                              std::move(device.registry), std::move(store)));
   arbiter_->set_observer(metrics_.get());

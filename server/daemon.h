@@ -49,6 +49,7 @@ struct DaemonOptions {
   double health_poll_seconds = 1;            // how often the backend's health is polled
   MeasureOptions measure;                    // how a bucket is measured
   double verify_fraction = 0;                // share of dispatches also checked against the reference
+  NoisePolicy noise;                         // when a measured challenger displaces the incumbent
   std::string admin_token_file;              // bearer token for Admin; empty: loopback listeners only
   TlsOptions tls;                            // listener certificate and key; empty: plaintext
   std::string metrics_listen;                // host:port for GET /metrics; empty: no endpoint

@@ -28,6 +28,9 @@ ABSL_FLAG(int64_t, max_queue, 64,
 ABSL_FLAG(double, shutdown_grace_seconds, 10, "time in-flight calls get after SIGTERM");
 ABSL_FLAG(std::string, port_file, "", "write the bound port here once serving");
 ABSL_FLAG(double, verify_fraction, 0, "share of dispatches also checked against the reference");
+ABSL_FLAG(double, noise_multiple, 2.0,
+          "a challenger displaces the incumbent only when its speedup beats this many relative spreads");
+ABSL_FLAG(double, noise_floor, 0.01, "smallest relative spread assumed when comparing candidates");
 ABSL_FLAG(std::string, admin_token_file, "",
           "file holding the bearer token Admin calls must carry; without it, loopback listeners only");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for the listener (with --tls-key)");
@@ -87,6 +90,8 @@ int main(int argc, char** argv) {
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.verify_fraction = absl::GetFlag(FLAGS_verify_fraction);
+  options.noise.noise_multiple = absl::GetFlag(FLAGS_noise_multiple);
+  options.noise.noise_floor = absl::GetFlag(FLAGS_noise_floor);
   options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);

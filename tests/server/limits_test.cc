@@ -50,6 +50,24 @@ TEST(DaemonLimitsTest, NegativeMaxQueueIsRefusedAtStart) {
   EXPECT_NE(daemon.status().message().find("max-queue"), std::string::npos) << daemon.status();
 }
 
+TEST(DaemonLimitsTest, NoisePolicyReachesTheEngine) {
+  DaemonOptions options = InProcessOptions();
+  options.noise.noise_multiple = 3.5;
+  options.noise.noise_floor = 0.05;
+  auto daemon = Daemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_EQ((*daemon)->arbiter().options().noise.noise_multiple, 3.5);
+  EXPECT_EQ((*daemon)->arbiter().options().noise.noise_floor, 0.05);
+}
+
+TEST(DaemonLimitsTest, NegativeNoiseFloorIsRefusedAtStart) {
+  DaemonOptions options = InProcessOptions();
+  options.noise.noise_floor = -0.01;
+  auto daemon = Daemon::Create(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(daemon.status().message().find("noise-floor"), std::string::npos) << daemon.status();
+}
+
 TEST(WorkDeadlineTest, CallWithoutADeadlineGivesTheEngineNone) {
   EXPECT_FALSE(WorkDeadline(system_clock::time_point::max()).has_value());
   EXPECT_FALSE(WorkDeadline(grpc::ServerContext().deadline()).has_value());
