@@ -116,7 +116,18 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   info.multiprocessors = p.multiProcessorCount;
   info.cache_bytes = p.l2CacheSize;
   info.uuid = UuidText(p.uuid);
-  info.versions["driver"] = CudaVersionText(driver);
+  // The kernel driver build (580.x) changes cuBLAS heuristics and clocks policy; the CUDA
+  // API level it supports (13.0) alone would let two driver builds share verdicts.
+  std::string proc_text;
+  if (std::FILE* f = std::fopen("/proc/driver/nvidia/version", "r")) {
+    char buf[512];
+    const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    proc_text.assign(buf, n);
+  }
+  const std::string kernel_driver = KernelDriverVersion(proc_text);
+  info.versions["driver"] = kernel_driver.empty() ? "unknown" : kernel_driver;
+  info.versions["driver_api"] = CudaVersionText(driver);
   info.versions["runtime"] = CudaVersionText(runtime);
   info.versions["cublas"] = cublas;
   info.versions["cublaslt"] = absl::StrCat(cublasLtGetVersion());
@@ -130,6 +141,26 @@ CudaBackend::~CudaBackend() = default;
 
 const DeviceInfo& CudaBackend::info() const { return impl_->info; }
 const CudaBackendOptions& CudaBackend::options() const { return impl_->options; }
+
+std::string CudaBackend::KernelDriverVersion(const std::string& proc_text) {
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu ..." or, for the open
+  // modules, "... Open Kernel Module for x86_64  570.86.15  ...": the first dotted number
+  // after "Kernel Module" on the first line.
+  const size_t line_end = proc_text.find('\n');
+  const std::string line = proc_text.substr(0, line_end);
+  size_t pos = line.find("Kernel Module");
+  while (pos != std::string::npos && pos < line.size()) {
+    const size_t start = line.find_first_of("0123456789", pos);
+    if (start == std::string::npos) return "";
+    const size_t end = line.find_first_not_of("0123456789.", start);
+    const std::string token = line.substr(start, (end == std::string::npos ? line.size() : end) - start);
+    const bool whole_word = (start == 0 || line[start - 1] == ' ') &&
+                            (end == std::string::npos || line[end] == ' ');
+    if (whole_word && token.find('.') != std::string::npos) return token;
+    pos = end;
+  }
+  return "";
+}
 
 std::string CudaBackend::ArchitectureGap(const std::string& claim) const {
   return ArchitectureGapFor(claim, impl_->info.compute_capability);

@@ -50,6 +50,9 @@ class CudaBackend final : public arbiter::Backend {
   // sm_90): "sm_80+" admits cc >= 80; "sm_90a" and "sm_90" admit cc == 90 only;
   // "cpu" never; anything else is refused with the reason.
   static std::string ArchitectureGapFor(const std::string& claim, int compute_capability);
+  // The kernel driver's version ("580.159.04") from the text of /proc/driver/nvidia/version;
+  // empty when the text has none. Pure, so it is tested without a GPU.
+  static std::string KernelDriverVersion(const std::string& proc_text);
 
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;

@@ -48,5 +48,16 @@ TEST(CudaBackendNoGpuTest, CreateOnAMissingDeviceIsUnavailable) {
   EXPECT_EQ(backend.status().code(), absl::StatusCode::kUnavailable) << backend.status();
 }
 
+TEST(CudaDriverVersionTest, KernelModuleVersionIsReadFromProcText) {
+  EXPECT_EQ(CudaBackend::KernelDriverVersion(
+                "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu Oct  9 2025\n"
+                "GCC version:  gcc version 12.2.0\n"),
+            "580.159.04");
+  EXPECT_EQ(CudaBackend::KernelDriverVersion(
+                "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build"),
+            "570.86.15");
+  EXPECT_EQ(CudaBackend::KernelDriverVersion(""), "");
+}
+
 }  // namespace
 }  // namespace arbiter::cuda
