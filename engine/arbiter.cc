@@ -558,6 +558,12 @@ void Arbiter::EnqueueTuning(const Problem& p) {
   cv_.notify_all();
 }
 
+bool Arbiter::HasFreshVerdict(const Problem& p) {
+  const Bucket bucket = BucketOf(p);
+  absl::StatusOr<Verdict> v = store_->GetVerdict(fingerprint_, p.dtype, bucket);
+  return v.ok() && v->candidates == RacedSet(Eligible(p, nullptr));
+}
+
 void Arbiter::TuningLoop() {
   std::unique_lock lock(mu_);
   while (true) {
@@ -567,8 +573,13 @@ void Arbiter::TuningLoop() {
     tune_queue_.erase(tune_queue_.begin());
     tuning_busy_ = true;
     lock.unlock();
-    absl::StatusOr<Verdict> v = MeasureOnce(p);
-    if (!v.ok()) spdlog::warn("background tuning of {} failed: {}", p.ToString(), v.status().ToString());
+    // A synchronous request may have measured the bucket while this one waited in the queue.
+    if (!HasFreshVerdict(p)) {
+      absl::StatusOr<Verdict> v = MeasureOnce(p);
+      if (!v.ok()) {
+        spdlog::warn("background tuning of {} failed: {}", p.ToString(), v.status().ToString());
+      }
+    }
     lock.lock();
     tuning_busy_ = false;
     cv_.notify_all();

@@ -155,6 +155,8 @@ class Arbiter {
   // Measures p's bucket once however many callers ask; the others wait for that result.
   absl::StatusOr<Verdict> MeasureOnce(const Problem& p);
   void EnqueueTuning(const Problem& p);
+  // Whether a verdict that would be served for p (same raced name@version set) is stored.
+  bool HasFreshVerdict(const Problem& p);
   void TuningLoop();
   absl::StatusOr<Selection> FromVerdict(const Verdict& v, const Problem& p,
                                         const std::vector<const RegisteredCandidate*>& eligible,

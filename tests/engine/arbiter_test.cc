@@ -213,6 +213,35 @@ TEST_F(ArbiterTest, ConcurrentSyncRequestsForOneBucketShareOneMeasurement) {
   EXPECT_EQ(arbiter->measurements(), 1);
 }
 
+TEST_F(ArbiterTest, QueuedBackgroundTuningIsDroppedOnceASyncRequestMeasuredTheBucket) {
+  // Kernels block only on q's shape, so the tuning thread can be held busy on q.
+  const Problem q{DType::kF32, 8, 8, 8};
+  auto gate = std::make_shared<Gate>();
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("gated_on_q", 2, [gate, q](const GemmArgs& a) {
+    if (a.problem == q) gate->Pass();
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    static_cast<FakeStream*>(a.stream)->Advance(5e-6);
+    return absl::OkStatus();
+  }));
+  options_.tuning = TuningPolicy::kAsync;
+  options_.workers = 2;
+  auto arbiter = Start(std::move(c));
+  ASSERT_TRUE(arbiter->Select(q, {}).ok());  // the tuning thread takes q and blocks in it
+  gate->WaitEntered();
+  auto queued = arbiter->Select(p_, {});      // p_ waits in the queue behind q
+  ASSERT_TRUE(queued.ok());
+  EXPECT_EQ(queued->source, VerdictSource::kProvisional);
+  SelectOptions sync;
+  sync.tuning = TuningPolicy::kSync;
+  auto measured = arbiter->Select(p_, sync);  // measured now, on the second stream
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  EXPECT_EQ(measured->source, VerdictSource::kMeasured);
+  gate->Open();
+  arbiter->WaitIdle();
+  EXPECT_EQ(arbiter->measurements(), 2);  // q once, p_ once: the queued p_ was not measured again
+}
+
 TEST_F(ArbiterTest, TuningOffAnswersWithTheTierDefault) {
   options_.tuning = TuningPolicy::kOff;
   auto arbiter = Start(Standard());

@@ -394,6 +394,48 @@ TEST_F(ArbiterdIntegrationTest, InvalidateRemovesTheVerdictSoTheNextSelectMeasur
   EXPECT_EQ(Verdicts().verdicts_size(), 0);
 }
 
+TEST_F(ArbiterdIntegrationTest, AsyncPolicyAnswersWithTheTierDefaultThenServesOneMeasurement) {
+  const v1::Problem p = MakeProblem(v1::DTYPE_F32, 48, 80, 96);
+  v1::SelectRequest request;
+  *request.mutable_problem() = p;
+
+  // Tuning off: the tier default, and nothing is measured.
+  request.set_tuning(v1::TUNING_POLICY_OFF);
+  v1::SelectResponse off;
+  ASSERT_TRUE(client_->Select(request, &off).ok());
+  EXPECT_EQ(off.source(), v1::VERDICT_SOURCE_TIER_DEFAULT);
+  EXPECT_EQ(Measurements(), 0);
+
+  // The tier default is the highest-tier candidate that can run the problem here.
+  const v1::ListCandidatesResponse listed = Candidates();
+  int best_tier = 0;
+  for (const v1::CandidateInfo& c : listed.candidates()) {
+    if (c.eligible()) best_tier = std::max(best_tier, c.tier());
+  }
+  for (const v1::CandidateInfo& c : listed.candidates()) {
+    if (c.name() == off.candidate()) EXPECT_EQ(c.tier(), best_tier);
+  }
+
+  // Async: answered at once with the same default (provisional), measured in the background.
+  request.set_tuning(v1::TUNING_POLICY_ASYNC);
+  v1::SelectResponse first;
+  ASSERT_TRUE(client_->Select(request, &first).ok());
+  if (first.source() == v1::VERDICT_SOURCE_PROVISIONAL) {
+    EXPECT_EQ(first.candidate(), off.candidate());
+  } else {
+    EXPECT_EQ(first.source(), v1::VERDICT_SOURCE_MEASURED);  // the measurement already finished
+  }
+  // A synchronous request for the same bucket joins the background measurement (or, if the
+  // queued one has not started, measures and the queued one is dropped): either way, one.
+  request.set_tuning(v1::TUNING_POLICY_SYNC);
+  v1::SelectResponse later;
+  ASSERT_TRUE(client_->Select(request, &later).ok());
+  ASSERT_EQ(later.source(), v1::VERDICT_SOURCE_MEASURED);
+  EXPECT_EQ(later.verdict().winner(), later.candidate());
+  // However many requests asked while it ran, the bucket was measured once.
+  EXPECT_EQ(Measurements(), 1);
+}
+
 TEST_F(ArbiterdIntegrationTest, TuneStreamsOneProgressMessagePerProblemInOrder) {
   v1::TuneRequest request;
   *request.add_problems() = MakeProblem(v1::DTYPE_F32, 16, 16, 16);
