@@ -17,29 +17,7 @@ using testing::FakeCandidate;
 using testing::FakeStream;
 using testing::NaiveGemm;
 using testing::TimedKernel;
-
-// Blocks kernels until opened; says when one has entered. Synchronization, not sleeps.
-struct Gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = false;
-  int entered = 0;
-  void Pass() {
-    std::unique_lock lock(mu);
-    ++entered;
-    cv.notify_all();
-    cv.wait(lock, [&] { return open; });
-  }
-  void WaitEntered() {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return entered > 0; });
-  }
-  void Open() {
-    std::lock_guard lock(mu);
-    open = true;
-    cv.notify_all();
-  }
-};
+using testing::Gate;
 
 class ArbiterTest : public ::testing::Test {
  protected:

@@ -4,15 +4,45 @@
 #pragma once
 
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "engine/backend.h"
 #include "engine/candidate.h"
 
 namespace arbiter::testing {
+
+// Blocks kernels until opened and counts the kernels that entered: tests order
+// engine threads with it instead of sleeping.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  int entered = 0;
+  void Pass() {
+    std::unique_lock lock(mu);
+    ++entered;
+    cv.notify_all();
+    cv.wait(lock, [&] { return open; });
+  }
+  void WaitEntered() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return entered > 0; });
+  }
+  void Open() {
+    std::lock_guard lock(mu);
+    open = true;
+    cv.notify_all();
+  }
+  int Entered() {
+    std::lock_guard lock(mu);
+    return entered;
+  }
+};
 
 class FakeBuffer final : public Buffer {
  public:

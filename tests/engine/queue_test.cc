@@ -21,33 +21,7 @@ using testing::FakeBackend;
 using testing::FakeCandidate;
 using testing::FakeStream;
 using testing::NaiveGemm;
-
-// Blocks kernels until opened and counts the kernels that started.
-struct Gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = false;
-  int entered = 0;
-  void Pass() {
-    std::unique_lock lock(mu);
-    ++entered;
-    cv.notify_all();
-    cv.wait(lock, [&] { return open; });
-  }
-  void WaitEntered() {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return entered > 0; });
-  }
-  void Open() {
-    std::lock_guard lock(mu);
-    open = true;
-    cv.notify_all();
-  }
-  int Entered() {
-    std::lock_guard lock(mu);
-    return entered;
-  }
-};
+using testing::Gate;
 
 // Polls for a state another thread reaches without signalling it (a dispatch
 // blocked inside the engine's queue), for at most 30 s.

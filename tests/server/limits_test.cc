@@ -24,6 +24,7 @@ namespace arbiter::server {
 namespace {
 
 using std::chrono::system_clock;
+using ::arbiter::testing::Gate;
 
 DaemonOptions InProcessOptions() {
   DaemonOptions options;
@@ -74,33 +75,6 @@ TEST(WorkDeadlineTest, CallWithoutADeadlineGivesTheEngineNone) {
   const system_clock::time_point t = system_clock::now() + std::chrono::seconds(5);
   EXPECT_EQ(WorkDeadline(t), t);
 }
-
-// Blocks kernels until opened and counts the kernels that started.
-struct Gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = false;
-  int entered = 0;
-  void Pass() {
-    std::unique_lock lock(mu);
-    ++entered;
-    cv.notify_all();
-    cv.wait(lock, [&] { return open; });
-  }
-  void WaitEntered() {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return entered > 0; });
-  }
-  void Open() {
-    std::lock_guard lock(mu);
-    open = true;
-    cv.notify_all();
-  }
-  int Entered() {
-    std::lock_guard lock(mu);
-    return entered;
-  }
-};
 
 // Polls for a state reached without a signal to wait on, for at most 30 s.
 bool Eventually(const std::function<bool()>& condition) {
