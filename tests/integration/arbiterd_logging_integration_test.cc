@@ -92,8 +92,9 @@ TEST_F(JsonLogsTest, EveryLineOfARunningDaemonIsAJsonObjectWithItsMessageIntact)
 
   // Python's json module is strict (no raw control characters in strings).
   const Finished python =
-      Shell("/usr/bin/python3 -c 'import json, sys; [json.loads(l) for l in sys.stdin]' < '" +
-            daemon_->log_path() + "'");
+      Shell(std::string(PYTHON3_PATH) +
+            " -c 'import json, sys; [json.loads(l) for l in sys.stdin]' < '" + daemon_->log_path() +
+            "'");
   EXPECT_EQ(python.exit_code, 0) << python.output << "\nlog:\n" << log;
 
   bool listening = false, audited = false, stopped = false;

@@ -1,4 +1,5 @@
-// The daemon composed in-process: ephemeral port, health, and shutdown.
+// The daemon composed in-process: ephemeral port, health, shutdown, and the
+// limits its options hand the engine.
 #include "server/daemon.h"
 
 #include <gtest/gtest.h>
@@ -111,6 +112,41 @@ TEST(DaemonTest, AnAddressThatCannotBeBoundIsUnavailable) {
   options.listen = "127.0.0.1:" + std::to_string((*first)->port());
   auto second = Daemon::Create(options);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+}
+
+// The limits set by flags reach the engine; bad ones are refused at start.
+TEST(DaemonLimitsTest, MaxQueueReachesTheEngine) {
+  DaemonOptions options = InProcessOptions();
+  options.max_queue = 3;
+  auto daemon = Daemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_EQ((*daemon)->arbiter().options().max_queue, 3u);
+}
+
+TEST(DaemonLimitsTest, NegativeMaxQueueIsRefusedAtStart) {
+  DaemonOptions options = InProcessOptions();
+  options.max_queue = -1;
+  auto daemon = Daemon::Create(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(daemon.status().message().find("max-queue"), std::string::npos) << daemon.status();
+}
+
+TEST(DaemonLimitsTest, NoisePolicyReachesTheEngine) {
+  DaemonOptions options = InProcessOptions();
+  options.noise.noise_multiple = 3.5;
+  options.noise.noise_floor = 0.05;
+  auto daemon = Daemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_EQ((*daemon)->arbiter().options().noise.noise_multiple, 3.5);
+  EXPECT_EQ((*daemon)->arbiter().options().noise.noise_floor, 0.05);
+}
+
+TEST(DaemonLimitsTest, NegativeNoiseFloorIsRefusedAtStart) {
+  DaemonOptions options = InProcessOptions();
+  options.noise.noise_floor = -0.01;
+  auto daemon = Daemon::Create(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(daemon.status().message().find("noise-floor"), std::string::npos) << daemon.status();
 }
 
 }  // namespace
