@@ -4,16 +4,21 @@ Not implemented yet: it needs the daemon's region API (issue 9), which its proto
 does not carry yet. Until then ``unavailable_reason`` says why, and callers take
 their documented fallback (``arbiter.torch.mm``: torch.mm on the tensors' device).
 
-What goes here once the proto has it, for a Client on a Unix socket to a CUDA daemon:
-  - each operand's CUDA storage is shared as a legacy CUDA IPC handle plus the
-    tensor's byte offset in it (what torch.multiprocessing sends for a CUDA tensor:
-    ``storage._share_cuda_()``), registered once per storage with RegisterRegion and
-    cached here, keyed by the storage's device pointer;
-  - C is a region too (a torch.empty on the operands' device, registered the same way);
-  - Matmul names the A, B and C regions and byte offsets instead of carrying bytes, after
-    the caller's stream work on the operands is done (the daemon runs on its own stream);
-  - a registration is released with UnregisterRegion when its storage is freed, and all
-    of a client's when it closes (``release_all``, called by Client.close).
+What goes here once the proto has it, for a Client on a Unix socket to a CUDA daemon
+on the same GPU (ServerInfo.uuid against the tensor's device):
+  - each operand is shared as torch.multiprocessing shares a CUDA tensor
+    (``storage._share_cuda_()``): a legacy CUDA IPC handle of the caching allocator's
+    block holding it, the storage's byte offset in that block, and an IPC event the
+    daemon waits on so the producer's stream work is done before it reads;
+  - a block is registered once with RegisterRegion and cached here by its handle bytes
+    (the allocator reuses blocks, so many tensors share one registration);
+  - C is a region too (torch.empty on the operands' device), so nothing is copied;
+  - Matmul names the A, B and C regions with byte offsets instead of carrying bytes;
+  - registrations are released with UnregisterRegion: a block's once torch has freed it
+    (torch offers no callback for that: a weakref.finalize on the storage, or a handle
+    that no longer matches the cached one at the next call, are the candidates), and
+    all of a client's when it closes (``release_all``, called by Client.close); the
+    daemon must drop a dead client's registrations itself.
 """
 
 from arbiter.errors import error_for
