@@ -139,8 +139,8 @@ std::string BoundAddress(const std::string& listen, int port) {
 MetricsState ProbeState(Arbiter& arbiter) {
   MetricsState state;
   state.queue_depth = static_cast<int64_t>(arbiter.queue_depth());
-  if (auto verdicts = arbiter.ListVerdicts({}); verdicts.ok()) {
-    state.verdicts_stored = static_cast<int64_t>(verdicts->size());
+  if (absl::StatusOr<int64_t> verdicts = arbiter.CountVerdicts(); verdicts.ok()) {
+    state.verdicts_stored = *verdicts;
   }
   if (auto forces = arbiter.ListForces(); forces.ok()) {
     state.forces_active = static_cast<int64_t>(forces->size());
