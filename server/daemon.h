@@ -38,7 +38,8 @@ class MetricsEndpoint;
 
 struct DaemonOptions {
   std::string listen = "127.0.0.1:50051";    // host:port; port 0 binds an ephemeral port
-  std::string store_path = "./arbiter.db";   // SQLite verdict store (":memory:" for none)
+  std::string store_path = "./arbiter.db";   // SQLite file (":memory:" for none) or postgresql:// URI
+  std::string store_password_file;           // PostgreSQL password (first line); else libpq's sources
   std::string backend = "auto";              // auto (cuda when a GPU is visible), cpu or cuda
   TuningPolicy tuning = TuningPolicy::kSync; // default policy on a verdict miss
   int workers = 1;                           // device streams for dispatch and tuning

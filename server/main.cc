@@ -14,7 +14,10 @@
 #include "server/logging.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "host:port to serve on; port 0 picks a free one");
-ABSL_FLAG(std::string, store, "./arbiter.db", "SQLite verdict store path");
+ABSL_FLAG(std::string, store, "./arbiter.db",
+          "verdict store: a SQLite file path, or a postgresql:// URI shared by a fleet of daemons");
+ABSL_FLAG(std::string, store_password_file, "",
+          "PostgreSQL store: file whose first line is the password (else PGPASSWORD or PGPASSFILE)");
 ABSL_FLAG(std::string, backend, "auto", "auto (cuda when a GPU is visible), cpu or cuda");
 ABSL_FLAG(std::string, tuning, "sync", "on a verdict miss: sync (measure, then answer), async, off");
 ABSL_FLAG(int, workers, 1, "device streams for dispatch and tuning");
@@ -77,6 +80,7 @@ int main(int argc, char** argv) {
   arbiter::server::DaemonOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.store_path = absl::GetFlag(FLAGS_store);
+  options.store_password_file = absl::GetFlag(FLAGS_store_password_file);
   options.backend = absl::GetFlag(FLAGS_backend);
   const auto tuning = arbiter::ParseTuningPolicy(absl::GetFlag(FLAGS_tuning));
   if (!tuning) {
