@@ -48,7 +48,7 @@ struct Force {
 struct QuarantineEntry {
   std::string candidate;
   int version = 0;
-  std::string scope;  // "*" (everywhere on this device), a dtype name or "dtype/bucket"
+  std::string scope;  // text of a QuarantineScope (quarantine.h): "*", a dtype or "dtype/bucket"
   std::string fingerprint;
   std::string reason;  // the evidence
   int64_t created_unix = 0;
