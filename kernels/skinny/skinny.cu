@@ -1,0 +1,553 @@
+// skinny: C[M, N] = A[M, K] B[K, N] for M <= 128, streaming B once.
+//
+// The tensor cores compute C^T = B^T A^T: mma.sync m16n8k16 with the weight B
+// as the 16 x 16 "A" operand (16 columns of B by 16 k) and 8 rows of A (tokens)
+// as the 16 x 8 "B" operand, so one warp instruction serves 8 tokens and every
+// B element is loaded once. A thread loads V consecutive columns of B (one
+// 16-, 8- or 4-byte load) from each of four consecutive k rows and byte-permutes
+// them into V/2 fragments: mma k slots {2c, 2c+1, 2c+8, 2c+9} of lane (g, c)
+// hold k rows 4c .. 4c+3 of the 16-row step (the same permutation is applied to
+// A, whose four k values per lane are then one 8-byte load), and mma rows g and
+// g+8 of fragment f hold columns g*V + 2f and + 1. So B goes from DRAM to the
+// tensor cores with no shared-memory staging; a warp load instruction covers
+// four k rows x 8V columns (four 128-byte lines at V = 8).
+//
+// Launch geometry: grid.x walks N in strips of 8V columns (one strip per CTA),
+// grid.y walks the K splits; no axis walks M (every CTA carries all M rows, in
+// TG groups of 8 tokens). A CTA is 4 warps; warp w of CTA (x, y) owns K slice
+// y * 4 + w = rows [slice * k_chunk, (slice + 1) * k_chunk). Each warp keeps
+// the next 2 k16 steps of loads in flight while it computes the current ones
+// (register double buffering: 8 independent loads per thread at V = 8).
+// The split plan (MakeSkinnyPlan) depends on N, K and the SM count only.
+//
+// Reduction, in a fixed order everywhere (no atomics): the 4 warps of a CTA
+// through shared memory, ((w0 + w1) + w2) + w3; then the splits of a strip,
+// s0 + s1 + ... in split order: with <= 8 splits they are the CTAs of one
+// thread-block cluster and each CTA adds a share of the strip's elements over
+// distributed shared memory; with more (N too narrow to fill the SMs) each
+// CTA writes an f32 slab [y][M][N] to workspace and SkinnyReduceKernel adds
+// the slabs in split order. Bitwise run-to-run deterministic. The K partition
+// and the order do not depend on M, nor on the member (TG, V) M selects, and
+// a token row's mma chain is the same in every member: batch invariant.
+//
+// Ragged shapes, with no copies: columns past N and k rows past the slice or K
+// load as zeros; V follows N's alignment (16-byte loads when N % 8 == 0, 8 or
+// 4 bytes when N % 4 or N % 2 == 0, element loads for odd N), and A is read 8
+// bytes at a time when K % 4 == 0, element by element otherwise. Indexing is
+// 64-bit: N up to 2^31 (vocabulary projections of 256000 columns and more).
+
+#include "kernels/skinny/skinny.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace arbiter::kernels {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kWarps = 4;  // warps per CTA, one K slice each
+constexpr int kThreads = 32 * kWarps;
+#ifndef ARBITER_SKINNY_UNROLL
+#define ARBITER_SKINNY_UNROLL 2
+#endif
+// k16 steps per load batch; two batches are in flight (double buffering).
+// Members with more accumulators (TG > 4) batch one step.
+constexpr int kUnrollSmall = ARBITER_SKINNY_UNROLL;
+template <int TG>
+__host__ __device__ constexpr int UnrollFor() { return TG <= 4 ? kUnrollSmall : 1; }
+// CTAs per SM the registers allow: the small-M members keep two 2-step
+// batches (16 x 16-byte loads per thread) live, the larger ones 2 x 128 f32
+// accumulators' worth.
+template <int TG>
+__host__ __device__ constexpr int CtasPerSmFor() { return TG <= 4 ? 3 : 2; }
+constexpr int kChunkAlign = 32;       // K slices start at multiples of 32 rows (whole batches)
+constexpr int kNominalStrip = 64;     // columns per CTA the plan assumes (V = 8)
+constexpr int kMaxClusterSplits = 8;  // portable cluster size
+constexpr int kCtasPerSm = 3;         // CTAs per SM the plan fills (the small-M members' occupancy)
+#ifndef ARBITER_SKINNY_PREFETCH_A
+#define ARBITER_SKINNY_PREFETCH_A 0
+#endif
+constexpr int kMinRowsPerWarp = 64;   // a slice shorter than this is mostly ramp-up
+constexpr int kMaxSplits = 4096;
+constexpr int kWarpReduceSplits = 32;  // from this many splits, a warp per element
+
+int64_t CeilDiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
+
+struct Params {
+  const uint16_t* a;
+  const uint16_t* b;
+  uint16_t* c;
+  float* partials;  // workspace slabs, or null
+  int64_t m, n, k;
+  int64_t k_chunk;
+  bool a_vec;  // A rows readable 8 bytes at a time (K % 4 == 0, A 8-byte aligned)
+};
+
+// ---- device helpers --------------------------------------------------------------
+
+// Streaming loads of B: read once, so they bypass L1 (L1::no_allocate) and
+// leave it to A, which every strip re-reads. volatile keeps them inside the
+// bounds checks that guard them.
+__device__ __forceinline__ uint4 LoadB16(const uint16_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 LoadB8(const uint16_t* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+               : "=r"(v.x), "=r"(v.y)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t LoadB4(const uint16_t* p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t LoadB2(const uint16_t* p) {
+  unsigned short v;
+  asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+}
+
+template <bool kBf16>
+__device__ __forceinline__ void Mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  if constexpr (kBf16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <bool kBf16>
+__device__ __forceinline__ uint16_t ToStorage(float v) {
+  if constexpr (kBf16) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  } else {
+    return __half_as_ushort(__float2half_rn(v));
+  }
+}
+
+// One load batch: kUnroll k16 steps of B (4 rows x V columns each) and, where
+// A is prefetched too, of A (4 k values for each token group).
+template <int TG, int V, int kUnroll, bool kPrefetchA>
+struct Batch {
+  uint32_t b[kUnroll][4][V / 2];
+  uint32_t a[kPrefetchA ? kUnroll : 1][kPrefetchA ? TG : 1][2];
+};
+
+// ---- the kernel ------------------------------------------------------------------
+
+// kMode: 0 = one split, write C; 1 = splits in a cluster, added over DSMEM;
+// 2 = splits to workspace slabs.
+template <bool kBf16, int TG, int V, bool kElemB, int kMode>
+__global__ void __launch_bounds__(kThreads, CtasPerSmFor<TG>()) SkinnyKernel(const Params p) {
+  static_assert(V == 8 || V == 4 || V == 2);
+  static_assert(!kElemB || V == 2);
+  constexpr int kCols = 8 * V;           // columns per CTA strip
+  constexpr int kStride = kCols + 4;     // shared row stride (floats), 16-byte aligned
+  constexpr int kTokens = 8 * TG;
+  // A is double-buffered with B while it costs few registers (4 per group and step).
+  constexpr bool kPrefetchA = ARBITER_SKINNY_PREFETCH_A && TG <= 2;
+  constexpr int kUnroll = UnrollFor<TG>();
+  __shared__ __align__(16) float red[kWarps][kTokens][kStride];
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int g = lane / 4;  // mma group: column block and token within a group of 8
+  const int cq = lane % 4;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kCols;
+  const int64_t col = n0 + g * V;
+  const int64_t slice = static_cast<int64_t>(blockIdx.y) * kWarps + warp;
+  const int64_t kbeg = slice * p.k_chunk;
+  const int64_t kend = min(p.k, kbeg + p.k_chunk);
+  // Token groups wholly past M are skipped (uniform across the CTA).
+  const int live_groups = static_cast<int>(min(static_cast<int64_t>(TG), (p.m + 7) / 8));
+
+  float acc[TG][V / 2][4];
+#pragma unroll
+  for (int t = 0; t < TG; ++t) {
+#pragma unroll
+    for (int f = 0; f < V / 2; ++f) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[t][f][i] = 0.f;
+    }
+  }
+
+  if (kbeg < kend) {
+    const bool col_ok0 = col < p.n;
+    const bool col_ok1 = col + 1 < p.n;  // element path only
+    // Row 4c of this warp's first step, at this thread's columns.
+    const uint16_t* b_ptr = p.b + (kbeg + 4 * cq) * p.n + (col_ok0 ? col : 0);
+    // Token g of group 0 at k = kbeg + 4c; group t adds 8t rows of A.
+    const int64_t a_row = min(static_cast<int64_t>(g), p.m - 1);
+    const uint16_t* a_ptr = p.a + a_row * p.k + kbeg + 4 * cq;
+
+    // A's 4 k values of token 8t + g at k0 + 16u + 4c (the mma B operand).
+    auto load_a = [&](uint32_t (&dst)[2], int t, int u, int64_t k0) {
+      const int64_t rows_left = kend - (k0 + 4 * cq);
+      const bool token_ok = 8 * t + g < p.m;
+      const uint16_t* q = a_ptr + (k0 - kbeg) + static_cast<int64_t>(8 * t) * p.k + 16 * u;
+      if (p.a_vec) {
+        // K % 4 == 0 and slices start at multiples of 32: the 4 values are all
+        // inside [kbeg, kend) or all outside.
+        uint2 v = make_uint2(0, 0);
+        if (token_ok && 16 * u < rows_left) v = __ldg(reinterpret_cast<const uint2*>(q));
+        dst[0] = v.x;
+        dst[1] = v.y;
+      } else {
+        uint32_t e[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          e[i] = (token_ok && 16 * u + i < rows_left) ? static_cast<uint32_t>(__ldg(q + i)) : 0u;
+        }
+        dst[0] = e[0] | (e[1] << 16);
+        dst[1] = e[2] | (e[3] << 16);
+      }
+    };
+
+    auto load = [&](Batch<TG, V, kUnroll, kPrefetchA>& x, int64_t k0) {
+      // Rows of this thread's batch are k0 + 16u + 4c + s; valid below kend.
+      const int64_t rows_left = kend - (k0 + 4 * cq);
+      const uint16_t* bp = b_ptr + (k0 - kbeg) * p.n;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          const bool ok = col_ok0 && 16 * u + s < rows_left;
+          const uint16_t* q = bp + (16 * u + s) * p.n;
+          if constexpr (V == 8) {
+            const uint4 v = ok ? LoadB16(q) : make_uint4(0, 0, 0, 0);
+            x.b[u][s][0] = v.x;
+            x.b[u][s][1] = v.y;
+            x.b[u][s][2] = v.z;
+            x.b[u][s][3] = v.w;
+          } else if constexpr (V == 4) {
+            const uint2 v = ok ? LoadB8(q) : make_uint2(0, 0);
+            x.b[u][s][0] = v.x;
+            x.b[u][s][1] = v.y;
+          } else if constexpr (!kElemB) {
+            x.b[u][s][0] = ok ? LoadB4(q) : 0u;
+          } else {
+            const uint32_t lo = ok ? LoadB2(q) : 0u;
+            const uint32_t hi = (ok && col_ok1) ? LoadB2(q + 1) : 0u;
+            x.b[u][s][0] = lo | (hi << 16);
+          }
+        }
+      }
+      if constexpr (kPrefetchA) {
+#pragma unroll
+        for (int t = 0; t < TG; ++t) {
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            if (t < live_groups) {
+              load_a(x.a[u][t], t, u, k0);
+            } else {
+              x.a[u][t][0] = x.a[u][t][1] = 0u;
+            }
+          }
+        }
+      }
+    };
+
+    auto compute = [&](const Batch<TG, V, kUnroll, kPrefetchA>& x, int64_t k0) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        // Without prefetch, A is read here: L1/L2 hits that the B loads
+        // already in flight for the next batch keep DRAM busy behind.
+        uint32_t a_frag[TG][2];
+#pragma unroll
+        for (int t = 0; t < TG; ++t) {
+          if constexpr (kPrefetchA) {
+            a_frag[t][0] = x.a[u][t][0];
+            a_frag[t][1] = x.a[u][t][1];
+          } else if (t < live_groups) {
+            load_a(a_frag[t], t, u, k0);
+          }
+        }
+#pragma unroll
+        for (int f = 0; f < V / 2; ++f) {
+          // Rows s = 0, 1 fill k slots 2c, 2c+1; rows 2, 3 fill 2c+8, 2c+9. The
+          // low halves are column g*V + 2f (mma row g), the high halves the next
+          // column (mma row g + 8).
+          const uint32_t frag[4] = {__byte_perm(x.b[u][0][f], x.b[u][1][f], 0x5410),
+                                    __byte_perm(x.b[u][0][f], x.b[u][1][f], 0x7632),
+                                    __byte_perm(x.b[u][2][f], x.b[u][3][f], 0x5410),
+                                    __byte_perm(x.b[u][2][f], x.b[u][3][f], 0x7632)};
+#pragma unroll
+          for (int t = 0; t < TG; ++t) {
+            if (t < live_groups) Mma16816<kBf16>(acc[t][f], frag, a_frag[t][0], a_frag[t][1]);
+          }
+        }
+      }
+    };
+
+    Batch<TG, V, kUnroll, kPrefetchA> cur, next;
+    load(cur, kbeg);
+    for (int64_t k0 = kbeg; k0 < kend; k0 += 16 * kUnroll) {
+      // Issue the next batch's loads before this batch's math: two batches in flight.
+      if (k0 + 16 * kUnroll < kend) load(next, k0 + 16 * kUnroll);
+      compute(cur, k0);
+      cur = next;
+    }
+  }
+
+  // D fragment of (token group t, fragment f): d0, d1 = tokens 2c, 2c+1 at
+  // column g*V + 2f; d2, d3 = the same tokens at the next column.
+#pragma unroll
+  for (int t = 0; t < TG; ++t) {
+#pragma unroll
+    for (int f = 0; f < V / 2; ++f) {
+      const int token = 8 * t + 2 * cq;
+      const int j = g * V + 2 * f;
+      *reinterpret_cast<float2*>(&red[warp][token][j]) = make_float2(acc[t][f][0], acc[t][f][2]);
+      *reinterpret_cast<float2*>(&red[warp][token + 1][j]) =
+          make_float2(acc[t][f][1], acc[t][f][3]);
+    }
+  }
+  __syncthreads();
+
+  // The CTA's partial: the warps' slices in warp order, into red[0].
+  const int tokens = static_cast<int>(min(static_cast<int64_t>(kTokens), p.m));
+  const int count = tokens * kCols;
+  for (int e = threadIdx.x; e < count; e += kThreads) {
+    const int t = e / kCols, j = e % kCols;
+    float s = red[0][t][j];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) s += red[w][t][j];
+    if constexpr (kMode == 0) {
+      if (n0 + j < p.n) p.c[t * p.n + n0 + j] = ToStorage<kBf16>(s);
+    } else if constexpr (kMode == 1) {
+      red[0][t][j] = s;  // read back by the cluster below (same thread, same element)
+    } else {
+      if (n0 + j < p.n) p.partials[(blockIdx.y * p.m + t) * p.n + n0 + j] = s;
+    }
+  }
+
+  if constexpr (kMode == 1) {
+    // The splits of this strip are the cluster's CTAs, rank = blockIdx.y (the
+    // cluster spans grid.y). Rank r adds its share of the strip's elements
+    // over all ranks' red[0] in rank order, then the cluster waits so no CTA
+    // leaves while its shared memory is still being read.
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    const int splits = static_cast<int>(cluster.num_blocks());
+    const int rank = static_cast<int>(cluster.block_rank());
+    const int per = (count + splits - 1) / splits;
+    const int hi = min(count, (rank + 1) * per);
+    for (int e = rank * per + threadIdx.x; e < hi; e += kThreads) {
+      const int t = e / kCols, j = e % kCols;
+      float* local = &red[0][t][j];
+      float s = *cluster.map_shared_rank(local, 0);
+      for (int q = 1; q < splits; ++q) s += *cluster.map_shared_rank(local, q);
+      if (n0 + j < p.n) p.c[t * p.n + n0 + j] = ToStorage<kBf16>(s);
+    }
+    cluster.sync();
+  }
+}
+
+// Adds the split slabs of each element in split order and rounds to storage.
+template <bool kBf16>
+__global__ void __launch_bounds__(256)
+    SkinnyReduceKernel(const float* __restrict__ partials, uint16_t* __restrict__ c, int64_t mn,
+                       int splits) {
+  for (int64_t i = blockIdx.x * int64_t{256} + threadIdx.x; i < mn;
+       i += int64_t{gridDim.x} * 256) {
+    float sum = partials[i];
+    for (int s = 1; s < splits; ++s) sum += partials[s * mn + i];
+    c[i] = ToStorage<kBf16>(sum);
+  }
+}
+
+// Many splits and few elements: a warp per element. Lane l adds splits l,
+// l + 32, ... in order, then a fixed xor-shuffle tree adds the lanes.
+template <bool kBf16>
+__global__ void __launch_bounds__(256)
+    SkinnyReduceWarpKernel(const float* __restrict__ partials, uint16_t* __restrict__ c,
+                           int64_t mn, int splits) {
+  const int lane = threadIdx.x % 32;
+  for (int64_t i = (blockIdx.x * int64_t{256} + threadIdx.x) / 32; i < mn;
+       i += int64_t{gridDim.x} * (256 / 32)) {
+    float sum = 0.f;
+    for (int s = lane; s < splits; s += 32) sum += partials[s * mn + i];
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (lane == 0) c[i] = ToStorage<kBf16>(sum);
+  }
+}
+
+// ---- host side -------------------------------------------------------------------
+
+template <bool kBf16, int TG, int V, bool kElemB>
+cudaError_t LaunchMember(const SkinnyArgs& args, const SkinnyPlan& plan, const Params& p,
+                         cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(CeilDiv(args.n, 8 * V)),
+                  static_cast<unsigned>(plan.splits));
+  if (plan.workspace) {
+    SkinnyKernel<kBf16, TG, V, kElemB, 2><<<grid, kThreads, 0, stream>>>(p);
+  } else if (plan.splits == 1) {
+    SkinnyKernel<kBf16, TG, V, kElemB, 0><<<grid, kThreads, 0, stream>>>(p);
+  } else {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = 0;
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = 1;
+    attribute[0].val.clusterDim.y = static_cast<unsigned>(plan.splits);
+    attribute[0].val.clusterDim.z = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    const cudaError_t err = cudaLaunchKernelEx(&config, SkinnyKernel<kBf16, TG, V, kElemB, 1>, p);
+    if (err != cudaSuccess) return err;
+  }
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess || !plan.workspace) return err;
+  const int64_t mn = args.m * args.n;
+  auto* c = static_cast<uint16_t*>(args.c);
+  if (plan.splits >= kWarpReduceSplits) {
+    const int64_t blocks = std::min<int64_t>(CeilDiv(mn, 8), int64_t{1} << 16);
+    SkinnyReduceWarpKernel<kBf16>
+        <<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p.partials, c, mn, plan.splits);
+  } else {
+    const int64_t blocks = std::min<int64_t>(CeilDiv(mn, 256), int64_t{1} << 16);
+    SkinnyReduceKernel<kBf16>
+        <<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p.partials, c, mn, plan.splits);
+  }
+  return cudaGetLastError();
+}
+
+bool Aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Widest B load N's alignment allows (8, 4, 2 columns; 1 = element loads).
+int AlignedWidth(const SkinnyArgs& args) {
+  if (args.n % 8 == 0 && Aligned(args.b, 16)) return 8;
+  if (args.n % 4 == 0 && Aligned(args.b, 8)) return 4;
+  if (args.n % 2 == 0 && Aligned(args.b, 4)) return 2;
+  return 1;
+}
+
+// Members by token groups of 8 (TG) and load width (V). Wider loads carry more
+// accumulators (2 * V * TG registers), so V narrows as M grows.
+template <bool kBf16, int TG>
+cudaError_t LaunchGroups(const SkinnyArgs& args, const SkinnyPlan& plan, const Params& p,
+                         cudaStream_t stream) {
+  constexpr int kMaxV = TG <= 2 ? 8 : TG <= 8 ? 4 : 2;
+  const int width = std::min(AlignedWidth(args), kMaxV);
+  if constexpr (kMaxV >= 8) {
+    if (width == 8) return LaunchMember<kBf16, TG, 8, false>(args, plan, p, stream);
+  }
+  if constexpr (kMaxV >= 4) {
+    if (width == 4) return LaunchMember<kBf16, TG, 4, false>(args, plan, p, stream);
+  }
+  if (width == 2) return LaunchMember<kBf16, TG, 2, false>(args, plan, p, stream);
+  return LaunchMember<kBf16, TG, 2, true>(args, plan, p, stream);
+}
+
+template <bool kBf16>
+cudaError_t LaunchDtype(const SkinnyArgs& args, const SkinnyPlan& plan, const Params& p,
+                        cudaStream_t stream) {
+  if (args.m <= 8) return LaunchGroups<kBf16, 1>(args, plan, p, stream);
+  if (args.m <= 16) return LaunchGroups<kBf16, 2>(args, plan, p, stream);
+  if (args.m <= 32) return LaunchGroups<kBf16, 4>(args, plan, p, stream);
+  if (args.m <= 64) return LaunchGroups<kBf16, 8>(args, plan, p, stream);
+  if (args.m <= 96) return LaunchGroups<kBf16, 12>(args, plan, p, stream);
+  return LaunchGroups<kBf16, 16>(args, plan, p, stream);
+}
+
+}  // namespace
+
+// Splits: enough CTAs (4 warps each, at the nominal 64-column strip) to give
+// every SM kCtasPerSm of them, in as few waves as fill well - a bandwidth-bound
+// kernel loses most in a last wave that leaves SMs without loads in flight.
+// Each warp keeps at least kMinRowsPerWarp rows of K.
+SkinnyPlan MakeSkinnyPlan(int64_t n, int64_t k, int sm_count) {
+  const int64_t strips = std::max<int64_t>(1, CeilDiv(n, kNominalStrip));
+  const int64_t slots = int64_t{kCtasPerSm} * std::max(sm_count, 1);
+  const int64_t most = std::clamp<int64_t>(k / (int64_t{kWarps} * kMinRowsPerWarp), 1, kMaxSplits);
+  // Slices of whole 32-row batches; rounding the chunk up can leave the last
+  // CTAs without rows, so the split count is recomputed from the chunk.
+  auto plan_for = [&](int64_t wanted, bool workspace) {
+    SkinnyPlan plan;
+    plan.k_chunk = CeilDiv(CeilDiv(k, int64_t{kWarps} * wanted), kChunkAlign) * kChunkAlign;
+    plan.splits = static_cast<int>(CeilDiv(CeilDiv(k, plan.k_chunk), kWarps));
+    plan.workspace = workspace && plan.splits > 1;
+    return plan;
+  };
+  if (strips * kMaxClusterSplits * 2 < slots && most > kMaxClusterSplits) {
+    // Too narrow for clusters: split K through workspace until the slots fill.
+    return plan_for(std::min(most, CeilDiv(slots, strips)), true);
+  }
+  // Among 1..8 splits, the one whose CTAs fill their last wave best; more
+  // splits only for a clearly better fill (each adds a cross-CTA reduction).
+  SkinnyPlan best = plan_for(1, false);
+  double best_fill = 0;
+  for (int64_t s = 1; s <= std::min<int64_t>(most, kMaxClusterSplits); ++s) {
+    const SkinnyPlan plan = plan_for(s, false);
+    const int64_t ctas = strips * plan.splits;
+    const double fill = static_cast<double>(ctas) / static_cast<double>(CeilDiv(ctas, slots) * slots);
+    if (fill > best_fill + 0.05) {
+      best_fill = fill;
+      best = plan;
+    }
+  }
+  return best;
+}
+
+size_t SkinnyWorkspaceBytes(const SkinnyArgs& args) {
+  if (args.m < 1 || args.n < 1 || args.k < 1) return 0;
+  const SkinnyPlan plan = MakeSkinnyPlan(args.n, args.k, args.sm_count);
+  if (!plan.workspace) return 0;
+  return static_cast<size_t>(plan.splits) * static_cast<size_t>(args.m) *
+         static_cast<size_t>(args.n) * sizeof(float);
+}
+
+cudaError_t LaunchSkinny(const SkinnyArgs& args, cudaStream_t stream) {
+  constexpr int64_t kMaxDim = int64_t{1} << 31;
+  if (args.m < 1 || args.m > kSkinnyMaxM || args.n < 1 || args.k < 1 || args.n >= kMaxDim ||
+      args.k >= kMaxDim || args.a == nullptr || args.b == nullptr || args.c == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  const SkinnyPlan plan = MakeSkinnyPlan(args.n, args.k, args.sm_count);
+  if (plan.workspace &&
+      (args.workspace == nullptr || args.workspace_bytes < SkinnyWorkspaceBytes(args))) {
+    return cudaErrorInvalidValue;
+  }
+  Params p;
+  p.a = static_cast<const uint16_t*>(args.a);
+  p.b = static_cast<const uint16_t*>(args.b);
+  p.c = static_cast<uint16_t*>(args.c);
+  p.partials = plan.workspace ? static_cast<float*>(args.workspace) : nullptr;
+  p.m = args.m;
+  p.n = args.n;
+  p.k = args.k;
+  p.k_chunk = plan.k_chunk;
+  p.a_vec = args.k % 4 == 0 && Aligned(args.a, 8);
+  switch (args.dtype) {
+    case DType::kF16:
+      return LaunchDtype<false>(args, plan, p, stream);
+    case DType::kBF16:
+      return LaunchDtype<true>(args, plan, p, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace arbiter::kernels

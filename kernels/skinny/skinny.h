@@ -1,0 +1,65 @@
+// Launcher of the skinny family: C[M, N] = A[M, K] B[K, N] for M in 1..128
+// against a large weight B (decode and small-batch transformer GEMMs). There
+// the work is bound by streaming B once from DRAM (1 x 4096 x 4096 bf16 moves
+// 32 MiB for 33 MFLOP), so the kernel is built around the load stream:
+// B fragments go straight from global memory into tensor-core registers
+// (no shared-memory staging), with several independent 16-byte loads in
+// flight per thread, K split across warps and CTAs until ~4 CTAs per SM
+// stream, and the split partial sums added in a fixed order (no atomics).
+// Ragged N (any N, e.g. a vocabulary of 30522 or 32001) runs in the kernel
+// with narrower loads; nothing is copied.
+//
+// sm_90+: the K splits of one column strip are the CTAs of a thread-block
+// cluster and are added through distributed shared memory in the same kernel;
+// where N is too narrow for clusters of 8 to fill the SMs, the splits go to
+// workspace and a second kernel adds them. f16 and bf16 in, f32 accumulation
+// (mma.sync m16n8k16), C in the input dtype.
+// Plain C++ header: no device code, no absl.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "engine/dtype.h"
+
+namespace arbiter::kernels {
+
+inline constexpr int64_t kSkinnyMaxM = 128;
+
+struct SkinnyArgs {
+  DType dtype = DType::kF16;  // kF16 or kBF16
+  const void* a = nullptr;    // device, [m, k] row-major
+  const void* b = nullptr;    // device, [k, n] row-major
+  void* c = nullptr;          // device, [m, n] row-major, fully overwritten
+  int64_t m = 0, n = 0, k = 0;
+  int sm_count = 132;         // multiprocessors: the K split aims to fill them
+  void* workspace = nullptr;  // device scratch of SkinnyWorkspaceBytes(*this) bytes
+  size_t workspace_bytes = 0;
+};
+
+// How one launch divides the work; a function of N, K and the SM count only
+// (never of M), so a row of C is computed the same way whatever M is.
+struct SkinnyPlan {
+  int splits = 1;          // CTAs along K per column strip (grid.y)
+  int64_t k_chunk = 0;     // K rows per warp slice (a multiple of 32)
+  bool workspace = false;  // splits added by a second kernel (else in-cluster)
+};
+SkinnyPlan MakeSkinnyPlan(int64_t n, int64_t k, int sm_count);
+
+// Scratch the launch needs: 0 unless the plan adds splits through workspace
+// (splits * M * N floats).
+size_t SkinnyWorkspaceBytes(const SkinnyArgs& args);
+
+// Enqueues the kernel(s) on `stream`. cudaErrorInvalidValue for a dtype other
+// than f16/bf16, M outside [1, 128], N or K outside [1, 2^31), or too little
+// workspace; else the first launch error. Needs an sm_90+ device.
+cudaError_t LaunchSkinny(const SkinnyArgs& args, cudaStream_t stream);
+
+// Accuracy budget (engine/contract.h's formula), shared by the contract, the
+// tests and the bench.
+inline constexpr double kSkinnyBudgetAbs = 1e-5;
+inline constexpr double kSkinnyBudgetRel = 2e-6;
+
+}  // namespace arbiter::kernels
