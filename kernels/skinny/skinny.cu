@@ -90,31 +90,65 @@ struct Params {
 
 // ---- device helpers --------------------------------------------------------------
 
-// Streaming loads of B: read once, so they bypass L1 (L1::no_allocate) and
-// leave it to A, which every strip re-reads. volatile keeps them inside the
-// bounds checks that guard them.
-__device__ __forceinline__ uint4 LoadB16(const uint16_t* p) {
+// Predicated loads: zeros where `ok` is false, and no memory access there (the
+// address may lie outside the operand). Written as one predicated PTX load so
+// that no branch splits the batch of independent loads. B is read once, so its
+// loads bypass L1 (L1::no_allocate) and leave L1 to A, which every strip
+// re-reads.
+__device__ __forceinline__ uint4 LoadB16(const uint16_t* p, bool ok) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"
+      "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
+      "@p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(static_cast<int>(ok)));
   return v;
 }
-__device__ __forceinline__ uint2 LoadB8(const uint16_t* p) {
+__device__ __forceinline__ uint2 LoadB8(const uint16_t* p, bool ok) {
   uint2 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
-               : "=r"(v.x), "=r"(v.y)
-               : "l"(p));
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\nmov.b32 %0, 0;\nmov.b32 %1, 0;\n"
+      "@p ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n}\n"
+      : "=r"(v.x), "=r"(v.y)
+      : "l"(p), "r"(static_cast<int>(ok)));
   return v;
 }
-__device__ __forceinline__ uint32_t LoadB4(const uint16_t* p) {
+__device__ __forceinline__ uint32_t LoadB4(const uint16_t* p, bool ok) {
   uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\nmov.b32 %0, 0;\n"
+      "@p ld.global.nc.L1::no_allocate.u32 %0, [%1];\n}\n"
+      : "=r"(v)
+      : "l"(p), "r"(static_cast<int>(ok)));
   return v;
 }
-__device__ __forceinline__ uint32_t LoadB2(const uint16_t* p) {
-  unsigned short v;
-  asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
+__device__ __forceinline__ uint32_t LoadB2(const uint16_t* p, bool ok) {
+  uint32_t v;
+  asm volatile(
+      "{\n.reg .pred p;\n.reg .b16 h;\nsetp.ne.b32 p, %2, 0;\nmov.b16 h, 0;\n"
+      "@p ld.global.nc.L1::no_allocate.b16 h, [%1];\ncvt.u32.u16 %0, h;\n}\n"
+      : "=r"(v)
+      : "l"(p), "r"(static_cast<int>(ok)));
+  return v;
+}
+// A through L1 (re-read by every strip's CTA).
+__device__ __forceinline__ uint2 LoadA8(const uint16_t* p, bool ok) {
+  uint2 v;
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\nmov.b32 %0, 0;\nmov.b32 %1, 0;\n"
+      "@p ld.global.nc.v2.u32 {%0, %1}, [%2];\n}\n"
+      : "=r"(v.x), "=r"(v.y)
+      : "l"(p), "r"(static_cast<int>(ok)));
+  return v;
+}
+__device__ __forceinline__ uint32_t LoadA2(const uint16_t* p, bool ok) {
+  uint32_t v;
+  asm volatile(
+      "{\n.reg .pred p;\n.reg .b16 h;\nsetp.ne.b32 p, %2, 0;\nmov.b16 h, 0;\n"
+      "@p ld.global.nc.b16 h, [%1];\ncvt.u32.u16 %0, h;\n}\n"
+      : "=r"(v)
+      : "l"(p), "r"(static_cast<int>(ok)));
   return v;
 }
 
@@ -206,15 +240,14 @@ __global__ void __launch_bounds__(kThreads, CtasPerSmFor<TG>()) SkinnyKernel(con
       if (p.a_vec) {
         // K % 4 == 0 and slices start at multiples of 32: the 4 values are all
         // inside [kbeg, kend) or all outside.
-        uint2 v = make_uint2(0, 0);
-        if (token_ok && 16 * u < rows_left) v = __ldg(reinterpret_cast<const uint2*>(q));
+        const uint2 v = LoadA8(q, token_ok && 16 * u < rows_left);
         dst[0] = v.x;
         dst[1] = v.y;
       } else {
         uint32_t e[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          e[i] = (token_ok && 16 * u + i < rows_left) ? static_cast<uint32_t>(__ldg(q + i)) : 0u;
+          e[i] = LoadA2(q + i, token_ok && 16 * u + i < rows_left);
         }
         dst[0] = e[0] | (e[1] << 16);
         dst[1] = e[2] | (e[3] << 16);
@@ -232,20 +265,20 @@ __global__ void __launch_bounds__(kThreads, CtasPerSmFor<TG>()) SkinnyKernel(con
           const bool ok = col_ok0 && 16 * u + s < rows_left;
           const uint16_t* q = bp + (16 * u + s) * p.n;
           if constexpr (V == 8) {
-            const uint4 v = ok ? LoadB16(q) : make_uint4(0, 0, 0, 0);
+            const uint4 v = LoadB16(q, ok);
             x.b[u][s][0] = v.x;
             x.b[u][s][1] = v.y;
             x.b[u][s][2] = v.z;
             x.b[u][s][3] = v.w;
           } else if constexpr (V == 4) {
-            const uint2 v = ok ? LoadB8(q) : make_uint2(0, 0);
+            const uint2 v = LoadB8(q, ok);
             x.b[u][s][0] = v.x;
             x.b[u][s][1] = v.y;
           } else if constexpr (!kElemB) {
-            x.b[u][s][0] = ok ? LoadB4(q) : 0u;
+            x.b[u][s][0] = LoadB4(q, ok);
           } else {
-            const uint32_t lo = ok ? LoadB2(q) : 0u;
-            const uint32_t hi = (ok && col_ok1) ? LoadB2(q + 1) : 0u;
+            const uint32_t lo = LoadB2(q, ok);
+            const uint32_t hi = LoadB2(q + 1, ok && col_ok1);
             x.b[u][s][0] = lo | (hi << 16);
           }
         }

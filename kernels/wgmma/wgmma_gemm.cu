@@ -128,6 +128,11 @@ __device__ __forceinline__ void WarpgroupBarrier(int id) {
 __device__ __forceinline__ void StoreShared(uint32_t addr, uint32_t value) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
 }
+// 4-byte global->shared copy; zero-filled past src_bytes (0 or 4).
+__device__ __forceinline__ void CpAsync4(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
+               : "memory");
+}
 
 // Shared-memory matrix descriptor, 128B swizzle. Addresses and offsets are in
 // bytes (encoded in 16-byte units). K-major A: SBO = 1024 between 8-row groups,
@@ -252,11 +257,17 @@ __device__ __forceinline__ uint32_t PackPair(float x, float y) {
 
 // ---------------------------------------------------------------- the kernel
 
-template <class Cfg, bool kBf16>
+// kCpAsyncB: B is copied by the producer warpgroup's 128 threads with 4-byte
+// cp.async into the same 128B-swizzled layout TMA would write, and C is
+// stored straight from the accumulators: neither needs a 16-byte row stride,
+// so any even N runs with no padded copy (b and c are read then; the B and C
+// tensor maps are not).
+template <class Cfg, bool kBf16, bool kCpAsyncB>
 __global__ void __launch_bounds__(kThreads, 1)
     WgmmaGemmKernel(const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_b,
-                    const __grid_constant__ CUtensorMap map_c, int m, int n, int k) {
+                    const __grid_constant__ CUtensorMap map_c, int m, int n, int k,
+                    const uint16_t* __restrict__ b, uint16_t* __restrict__ c) {
   constexpr int kStages = Cfg::kStages;
   constexpr int kBlockN = Cfg::kBlockN;
   extern __shared__ uint8_t smem_raw[];
@@ -271,7 +282,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      BarrierInit(full_base + 8 * s, 1);                   // the producer's expect_tx arrival
+      // The producer's expect_tx arrival, and with kCpAsyncB one cp.async
+      // arrival per producer thread.
+      BarrierInit(full_base + 8 * s, kCpAsyncB ? 1 + 128 : 1);
       BarrierInit(empty_base + 8 * s, kConsumers * 4);     // one arrival per consumer warp
     }
     // Make the initialized barriers visible to the async proxy (TMA).
@@ -290,32 +303,81 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Producer: one thread issues every TMA load; the rest of the warpgroup
     // only gives its registers back to the consumers.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
-    if (threadIdx.x == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
-      int it = 0;  // k-blocks issued by this CTA, across tiles: stage = it % kStages
+    if constexpr (!kCpAsyncB) {
+      if (threadIdx.x == 0) {
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+        int it = 0;  // k-blocks issued by this CTA, across tiles: stage = it % kStages
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+          int m_tile, n_tile;
+          WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
+          const int m0 = m_tile * kBlockM;
+          const int n0 = n_tile * kBlockN;
+          // B boxes wholly past N are skipped: those columns are never stored,
+          // and each column of C depends only on the same column of B.
+          const int chunks_left = (n - n0 + 63) / 64;
+          const int chunks = chunks_left < Cfg::kBChunks ? chunks_left : Cfg::kBChunks;
+          const uint32_t bytes = Cfg::kABytes + chunks * Cfg::kBChunkBytes;
+          for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+            const int s = it % kStages;
+            BarrierWait(empty_base + 8 * s, ((it / kStages) & 1) ^ 1);
+            const uint32_t full = full_base + 8 * s;
+            BarrierExpectTx(full, bytes);
+            TmaLoad2d(a_base + s * Cfg::kABytes, &map_a, full, kb * kBlockK, m0);
+            for (int j = 0; j < chunks; ++j) {
+              TmaLoad2d(b_base + s * Cfg::kBBytes + j * Cfg::kBChunkBytes, &map_b, full,
+                        n0 + 64 * j, kb * kBlockK);
+            }
+          }
+        }
+      }
+    } else {
+      // Thread t copies column pair p = t % (kBlockN / 2) of k rows t / (kBlockN / 2),
+      // + 128 / (kBlockN / 2), ...: a warp covers 128 contiguous bytes of a B row.
+      // Element (r, col) of a 64-column box lands at row r * 128 + 16-byte
+      // chunk (col / 8) ^ (r % 8), the TMA 128B swizzle. Rows past K are
+      // zero-filled (they would add to real outputs); columns past N too.
+      constexpr int kPairs = kBlockN / 2;
+      constexpr int kRowStep = 128 / kPairs;
+      const int t = threadIdx.x;
+      const int pair = t % kPairs;
+      const int first_row = t / kPairs;
+      const int box_col = (2 * pair) % 64;
+      const uint32_t col_offset = (2 * pair) / 64 * Cfg::kBChunkBytes + (box_col % 8) * 2;
+      const uint32_t chunk = box_col / 8;
+      if (t == 0) {
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+      }
+      int it = 0;
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int m_tile, n_tile;
         WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
         const int m0 = m_tile * kBlockM;
-        const int n0 = n_tile * kBlockN;
-        // B boxes wholly past N are skipped: those columns are never stored,
-        // and each column of C depends only on the same column of B.
-        const int chunks_left = (n - n0 + 63) / 64;
-        const int chunks = chunks_left < Cfg::kBChunks ? chunks_left : Cfg::kBChunks;
-        const uint32_t bytes = Cfg::kABytes + chunks * Cfg::kBChunkBytes;
+        const int col = n_tile * kBlockN + 2 * pair;
+        const bool col_ok = col < n;
         for (int kb = 0; kb < k_blocks; ++kb, ++it) {
           const int s = it % kStages;
+          // Every copying thread waits until the consumers have freed the stage.
           BarrierWait(empty_base + 8 * s, ((it / kStages) & 1) ^ 1);
           const uint32_t full = full_base + 8 * s;
-          BarrierExpectTx(full, bytes);
-          TmaLoad2d(a_base + s * Cfg::kABytes, &map_a, full, kb * kBlockK, m0);
-          for (int j = 0; j < chunks; ++j) {
-            TmaLoad2d(b_base + s * Cfg::kBBytes + j * Cfg::kBChunkBytes, &map_b, full,
-                      n0 + 64 * j, kb * kBlockK);
+          if (t == 0) {
+            BarrierExpectTx(full, Cfg::kABytes);
+            TmaLoad2d(a_base + s * Cfg::kABytes, &map_a, full, kb * kBlockK, m0);
           }
+          const uint32_t dst = b_base + s * Cfg::kBBytes + col_offset;
+#pragma unroll 4
+          for (int r = first_row; r < kBlockK; r += kRowStep) {
+            const int row = kb * kBlockK + r;
+            const bool ok = col_ok && row < k;
+            const uint16_t* src = ok ? b + static_cast<int64_t>(row) * n + col : b;
+            CpAsync4(dst + r * 128 + ((chunk ^ (r & 7)) << 4), src, ok ? 4 : 0);
+          }
+          // Arrives on `full` once this thread's copies have landed.
+          asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(full) : "memory");
         }
       }
+      // No copy of this thread is left in flight when it exits.
+      asm volatile("cp.async.wait_all;" ::: "memory");
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
@@ -334,6 +396,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int kb = 0; kb < k_blocks; ++kb, ++it) {
         const int s = it % kStages;
         BarrierWait(full_base + 8 * s, (it / kStages) & 1);
+        if constexpr (kCpAsyncB) {
+          // B was written by cp.async (the generic proxy); wgmma reads through
+          // the async proxy.
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        }
         const uint32_t a_stage = a_base + s * Cfg::kABytes + consumer * 64 * 128;
         const uint32_t b_stage = b_base + s * Cfg::kBBytes;
         WgmmaFence();
@@ -357,6 +424,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       FenceAccumulators(acc);
       if (lane == 0) BarrierArrive(empty_base + 8 * ((it - 1) % kStages));
 
+      if constexpr (kCpAsyncB) {
+        // Straight from the accumulators: rows r and r + 8, two adjacent columns
+        // per 8-column chunk, one 4-byte store each (N even keeps them aligned).
+        const int row = m_tile * kBlockM + consumer * 64 + warp * 16 + lane / 4;
+#pragma unroll
+        for (int j = 0; j < kBlockN / 8; ++j) {
+          const int col = n_tile * kBlockN + 8 * j + 2 * (lane % 4);
+          if (col >= n) continue;
+          if (row < m) {
+            *reinterpret_cast<uint32_t*>(c + static_cast<int64_t>(row) * n + col) =
+                PackPair<kBf16>(acc[4 * j], acc[4 * j + 1]);
+          }
+          if (row + 8 < m) {
+            *reinterpret_cast<uint32_t*>(c + static_cast<int64_t>(row + 8) * n + col) =
+                PackPair<kBf16>(acc[4 * j + 2], acc[4 * j + 3]);
+          }
+        }
+        continue;
+      }
       // Epilogue, one 64 x 64 box at a time. The m64nN accumulator layout gives
       // each thread rows r and r + 8 (r = 16 * warp + lane / 4) and, in each
       // 8-column chunk j, columns 2 * (lane % 4) and + 1: one 4-byte word of
@@ -431,7 +517,7 @@ cudaError_t EncodeTensorMap(CUtensorMap* map, WgmmaDType dtype, const void* data
 // Raises the kernel's dynamic shared-memory limit once per device. Templated on
 // the instantiation (not the kernel's type, which all instantiations share) so
 // each kernel keeps its own record.
-template <class Cfg, bool kBf16>
+template <class Cfg, bool kBf16, bool kCpAsyncB>
 cudaError_t EnsureSmemLimit() {
   constexpr int kMaxDevices = 64;
   static std::atomic<bool> done[kMaxDevices] = {};
@@ -439,27 +525,34 @@ cudaError_t EnsureSmemLimit() {
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
   if (device < kMaxDevices && done[device].load(std::memory_order_acquire)) return cudaSuccess;
-  err = cudaFuncSetAttribute(WgmmaGemmKernel<Cfg, kBf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             Cfg::kSmemBytes);
+  err = cudaFuncSetAttribute(WgmmaGemmKernel<Cfg, kBf16, kCpAsyncB>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err == cudaSuccess && device < kMaxDevices) done[device].store(true, std::memory_order_release);
   return err;
 }
 
-template <class Cfg, bool kBf16>
+template <class Cfg, bool kBf16, bool kCpAsyncB>
 cudaError_t LaunchConfig(const WgmmaGemmArgs& args, const WgmmaGeometry& geometry,
                          cudaStream_t stream) {
-  cudaError_t err = EnsureSmemLimit<Cfg, kBf16>();
+  cudaError_t err = EnsureSmemLimit<Cfg, kBf16, kCpAsyncB>();
   if (err != cudaSuccess) return err;
   CUtensorMap map_a, map_b, map_c;
   err = EncodeTensorMap(&map_a, args.dtype, args.a, args.k, args.m, kBlockK, kBlockM);
   if (err != cudaSuccess) return err;
-  err = EncodeTensorMap(&map_b, args.dtype, args.b, args.n, args.k, 64, kBlockK);
-  if (err != cudaSuccess) return err;
-  err = EncodeTensorMap(&map_c, args.dtype, args.c, args.n, args.m, 64, 64);
-  if (err != cudaSuccess) return err;
-  WgmmaGemmKernel<Cfg, kBf16><<<geometry.grid_x, kThreads, Cfg::kSmemBytes, stream>>>(
-      map_a, map_b, map_c, static_cast<int>(args.m),
-      static_cast<int>(args.n), static_cast<int>(args.k));
+  if constexpr (kCpAsyncB) {
+    // Not read by the kernel (B and C go through cp.async and plain stores).
+    map_b = map_a;
+    map_c = map_a;
+  } else {
+    err = EncodeTensorMap(&map_b, args.dtype, args.b, args.n, args.k, 64, kBlockK);
+    if (err != cudaSuccess) return err;
+    err = EncodeTensorMap(&map_c, args.dtype, args.c, args.n, args.m, 64, 64);
+    if (err != cudaSuccess) return err;
+  }
+  WgmmaGemmKernel<Cfg, kBf16, kCpAsyncB><<<geometry.grid_x, kThreads, Cfg::kSmemBytes, stream>>>(
+      map_a, map_b, map_c, static_cast<int>(args.m), static_cast<int>(args.n),
+      static_cast<int>(args.k), static_cast<const uint16_t*>(args.b),
+      static_cast<uint16_t*>(args.c));
   return cudaGetLastError();
 }
 
@@ -468,9 +561,13 @@ cudaError_t LaunchDType(const WgmmaGemmArgs& args, const WgmmaGeometry& geometry
                         cudaStream_t stream) {
   switch (args.tile) {
     case WgmmaTile::k128x128:
-      return LaunchConfig<Config128x128, kBf16>(args, geometry, stream);
+      return LaunchConfig<Config128x128, kBf16, false>(args, geometry, stream);
     case WgmmaTile::k128x256:
-      return LaunchConfig<Config128x256, kBf16>(args, geometry, stream);
+      return LaunchConfig<Config128x256, kBf16, false>(args, geometry, stream);
+    case WgmmaTile::k128x128CpAsync:
+      return LaunchConfig<Config128x128, kBf16, true>(args, geometry, stream);
+    case WgmmaTile::k128x256CpAsync:
+      return LaunchConfig<Config128x256, kBf16, true>(args, geometry, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -487,14 +584,28 @@ const char* WgmmaTileName(WgmmaTile tile) {
       return "128x128";
     case WgmmaTile::k128x256:
       return "128x256";
+    case WgmmaTile::k128x128CpAsync:
+      return "128x128_cpasync";
+    case WgmmaTile::k128x256CpAsync:
+      return "128x256_cpasync";
   }
   return "unknown";
+}
+
+int WgmmaTileN(WgmmaTile tile) {
+  return tile == WgmmaTile::k128x256 || tile == WgmmaTile::k128x256CpAsync
+             ? Config128x256::kBlockN
+             : Config128x128::kBlockN;
+}
+
+bool WgmmaTileCopiesB(WgmmaTile tile) {
+  return tile == WgmmaTile::k128x128CpAsync || tile == WgmmaTile::k128x256CpAsync;
 }
 
 WgmmaGeometry WgmmaLaunchGeometry(WgmmaTile tile, int64_t m, int64_t n, int num_sms) {
   WgmmaGeometry g;
   g.tile_m = kBlockM;
-  g.tile_n = tile == WgmmaTile::k128x256 ? Config128x256::kBlockN : Config128x128::kBlockN;
+  g.tile_n = WgmmaTileN(tile);
   g.tiles_m = static_cast<int>((m + g.tile_m - 1) / g.tile_m);
   g.tiles_n = static_cast<int>((n + g.tile_n - 1) / g.tile_n);
   g.group_m = kGroupM;
@@ -508,12 +619,22 @@ const char* WgmmaUnsupportedReason(const WgmmaGemmArgs& args) {
   constexpr int64_t kMaxDim = int64_t{1} << 30;
   if (args.m > kMaxDim || args.n > kMaxDim || args.k > kMaxDim) return "a dimension exceeds 2^30";
   if (args.k % 8 != 0) return "K must be a multiple of 8 (TMA needs 16-byte row strides for A)";
-  if (args.n % 8 != 0) return "N must be a multiple of 8 (TMA needs 16-byte row strides for B)";
   if (args.a == nullptr || args.b == nullptr || args.c == nullptr) return "null operand";
-  if (!Aligned(args.a, 16) || !Aligned(args.b, 16) || !Aligned(args.c, 16)) {
-    return "A, B and C must be 16-byte aligned for TMA";
+  if (!Aligned(args.a, 16)) return "A must be 16-byte aligned for TMA";
+  switch (args.tile) {
+    case WgmmaTile::k128x128:
+    case WgmmaTile::k128x256:
+      if (args.n % 8 != 0) return "N must be a multiple of 8 (TMA needs 16-byte row strides for B)";
+      if (!Aligned(args.b, 16) || !Aligned(args.c, 16)) return "B and C must be 16-byte aligned for TMA";
+      break;
+    case WgmmaTile::k128x128CpAsync:
+    case WgmmaTile::k128x256CpAsync:
+      if (args.n % 2 != 0) return "N must be even (B is copied and C stored 4 bytes at a time)";
+      if (!Aligned(args.b, 4) || !Aligned(args.c, 4)) return "B and C must be 4-byte aligned";
+      break;
+    default:
+      return "unknown tile";
   }
-  if (args.tile != WgmmaTile::k128x128 && args.tile != WgmmaTile::k128x256) return "unknown tile";
   if (args.dtype != WgmmaDType::kF16 && args.dtype != WgmmaDType::kBF16) return "unknown dtype";
   return nullptr;
 }

@@ -22,7 +22,9 @@
 // and never stored).
 //
 // Needs: K % 8 == 0 and N % 8 == 0 (TMA wants 16-byte row strides) and
-// 16-byte-aligned A, B and C; any M. Callers check WgmmaUnsupportedReason first.
+// 16-byte-aligned A, B and C; any M. The CpAsync tiles need only an even N
+// and 4-byte-aligned B and C (A still goes through TMA). Callers check
+// WgmmaUnsupportedReason first.
 //
 // Plain C++ API (no absl): usable from .cc files compiled by the host compiler.
 #pragma once
@@ -46,11 +48,22 @@ enum class WgmmaDType { kF16, kBF16 };
 enum class WgmmaTile {
   k128x128,  // 6 stages; more tiles for mid sizes, where idle SMs matter
   k128x256,  // 4 stages; the large-shape tile (2 x m64n256 per k step)
+  // The same tiles with B copied by cp.async and C stored from registers: N
+  // need only be even (a ragged vocabulary such as 30522), no padded copies.
+  k128x128CpAsync,
+  k128x256CpAsync,
 };
 
-inline constexpr WgmmaTile kAllWgmmaTiles[] = {WgmmaTile::k128x128, WgmmaTile::k128x256};
+inline constexpr WgmmaTile kAllWgmmaTiles[] = {WgmmaTile::k128x128, WgmmaTile::k128x256,
+                                               WgmmaTile::k128x128CpAsync,
+                                               WgmmaTile::k128x256CpAsync};
 
-const char* WgmmaTileName(WgmmaTile tile);  // "128x128", "128x256"
+// "128x128", "128x256", "128x128_cpasync", "128x256_cpasync".
+const char* WgmmaTileName(WgmmaTile tile);
+// Output columns per tile: 128 or 256.
+int WgmmaTileN(WgmmaTile tile);
+// B through cp.async (any even N) rather than TMA (N % 8 == 0).
+bool WgmmaTileCopiesB(WgmmaTile tile);
 
 struct WgmmaGemmArgs {
   WgmmaDType dtype = WgmmaDType::kBF16;
