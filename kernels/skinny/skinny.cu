@@ -92,44 +92,52 @@ struct Params {
 
 // Predicated loads: zeros where `ok` is false, and no memory access there (the
 // address may lie outside the operand). Written as one predicated PTX load so
-// that no branch splits the batch of independent loads. B is read once, so its
-// loads bypass L1 (L1::no_allocate) and leave L1 to A, which every strip
-// re-reads.
-__device__ __forceinline__ uint4 LoadB16(const uint16_t* p, bool ok) {
+// that no branch splits the batch of independent loads. B is read once: its
+// loads bypass L1 (L1::no_allocate), leaving L1 to A, which every strip
+// re-reads, and carry an L2 evict-first policy, so that the stream of B
+// replaces its own lines in L2 rather than what other work left there (dirty
+// lines would otherwise be written back to DRAM under the stream, and data the
+// next kernel reads would be gone).
+__device__ __forceinline__ uint64_t EvictFirstPolicy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ uint4 LoadB16(const uint16_t* p, bool ok, uint64_t policy) {
   uint4 v;
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"
       "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
-      "@p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+      "@p ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %6;\n}\n"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "r"(static_cast<int>(ok)));
+      : "l"(p), "r"(static_cast<int>(ok)), "l"(policy));
   return v;
 }
-__device__ __forceinline__ uint2 LoadB8(const uint16_t* p, bool ok) {
+__device__ __forceinline__ uint2 LoadB8(const uint16_t* p, bool ok, uint64_t policy) {
   uint2 v;
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\nmov.b32 %0, 0;\nmov.b32 %1, 0;\n"
-      "@p ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n}\n"
+      "@p ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %4;\n}\n"
       : "=r"(v.x), "=r"(v.y)
-      : "l"(p), "r"(static_cast<int>(ok)));
+      : "l"(p), "r"(static_cast<int>(ok)), "l"(policy));
   return v;
 }
-__device__ __forceinline__ uint32_t LoadB4(const uint16_t* p, bool ok) {
+__device__ __forceinline__ uint32_t LoadB4(const uint16_t* p, bool ok, uint64_t policy) {
   uint32_t v;
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\nmov.b32 %0, 0;\n"
-      "@p ld.global.nc.L1::no_allocate.u32 %0, [%1];\n}\n"
+      "@p ld.global.nc.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %3;\n}\n"
       : "=r"(v)
-      : "l"(p), "r"(static_cast<int>(ok)));
+      : "l"(p), "r"(static_cast<int>(ok)), "l"(policy));
   return v;
 }
-__device__ __forceinline__ uint32_t LoadB2(const uint16_t* p, bool ok) {
+__device__ __forceinline__ uint32_t LoadB2(const uint16_t* p, bool ok, uint64_t policy) {
   uint32_t v;
   asm volatile(
       "{\n.reg .pred p;\n.reg .b16 h;\nsetp.ne.b32 p, %2, 0;\nmov.b16 h, 0;\n"
-      "@p ld.global.nc.L1::no_allocate.b16 h, [%1];\ncvt.u32.u16 %0, h;\n}\n"
+      "@p ld.global.nc.L1::no_allocate.L2::cache_hint.b16 h, [%1], %3;\ncvt.u32.u16 %0, h;\n}\n"
       : "=r"(v)
-      : "l"(p), "r"(static_cast<int>(ok)));
+      : "l"(p), "r"(static_cast<int>(ok)), "l"(policy));
   return v;
 }
 // A through L1 (re-read by every strip's CTA).
@@ -224,6 +232,7 @@ __global__ void __launch_bounds__(kThreads, CtasPerSmFor<TG>()) SkinnyKernel(con
   }
 
   if (kbeg < kend) {
+    const uint64_t policy = EvictFirstPolicy();
     const bool col_ok0 = col < p.n;
     const bool col_ok1 = col + 1 < p.n;  // element path only
     // Row 4c of this warp's first step, at this thread's columns.
@@ -265,20 +274,20 @@ __global__ void __launch_bounds__(kThreads, CtasPerSmFor<TG>()) SkinnyKernel(con
           const bool ok = col_ok0 && 16 * u + s < rows_left;
           const uint16_t* q = bp + (16 * u + s) * p.n;
           if constexpr (V == 8) {
-            const uint4 v = LoadB16(q, ok);
+            const uint4 v = LoadB16(q, ok, policy);
             x.b[u][s][0] = v.x;
             x.b[u][s][1] = v.y;
             x.b[u][s][2] = v.z;
             x.b[u][s][3] = v.w;
           } else if constexpr (V == 4) {
-            const uint2 v = LoadB8(q, ok);
+            const uint2 v = LoadB8(q, ok, policy);
             x.b[u][s][0] = v.x;
             x.b[u][s][1] = v.y;
           } else if constexpr (!kElemB) {
-            x.b[u][s][0] = LoadB4(q, ok);
+            x.b[u][s][0] = LoadB4(q, ok, policy);
           } else {
-            const uint32_t lo = LoadB2(q, ok);
-            const uint32_t hi = LoadB2(q + 1, ok && col_ok1);
+            const uint32_t lo = LoadB2(q, ok, policy);
+            const uint32_t hi = LoadB2(q + 1, ok && col_ok1, policy);
             x.b[u][s][0] = lo | (hi << 16);
           }
         }
