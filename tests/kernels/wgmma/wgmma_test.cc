@@ -172,12 +172,27 @@ INSTANTIATE_TEST_SUITE_P(
                                          GemmCase{2056, 2048, 64})),  // more tiles than SMs: CTAs loop
     ParamName);
 
+// The cp.async tiles take any even N: B rows 4-byte aligned only, C stored from
+// registers. Ragged N tiles and tails, a vocabulary-sized N, K below a stage.
+INSTANTIATE_TEST_SUITE_P(
+    RaggedEvenN, WgmmaGemmTest,
+    ::testing::Combine(::testing::Values(WgmmaDType::kBF16, WgmmaDType::kF16),
+                       ::testing::Values(WgmmaTile::k128x128CpAsync, WgmmaTile::k128x256CpAsync),
+                       ::testing::Values(GemmCase{128, 130, 64},    // one tile and 2 columns
+                                         GemmCase{1, 258, 64},      // a single row
+                                         GemmCase{777, 330, 2048},  // ragged M and N tiles, long K
+                                         GemmCase{300, 1002, 72},   // M < N, K tail of 8
+                                         GemmCase{1000, 138, 8},    // M > N, K below one stage
+                                         GemmCase{129, 30522, 64},  // a ragged vocabulary
+                                         GemmCase{2056, 2050, 64})),  // CTAs loop over tiles
+    ParamName);
+
 TEST(WgmmaGeometryTest, GridAxisIsTilesAndEachTileMapsToOneMRowBlockAndNColumnBlock) {
   for (WgmmaTile tile : kAllWgmmaTiles) {
     for (const auto& [m, n] : {std::pair<int64_t, int64_t>{300, 1000}, {1000, 300}, {4095, 8192}}) {
       const WgmmaGeometry g = WgmmaLaunchGeometry(tile, m, n, 132);
       EXPECT_EQ(g.tile_m, 128);
-      EXPECT_EQ(g.tile_n, tile == WgmmaTile::k128x256 ? 256 : 128);
+      EXPECT_EQ(g.tile_n, WgmmaTileN(tile));
       // M is walked by tile rows of tile_m, N by tile columns of tile_n: never swapped.
       EXPECT_EQ(g.tiles_m, (m + g.tile_m - 1) / g.tile_m) << m << "x" << n;
       EXPECT_EQ(g.tiles_n, (n + g.tile_n - 1) / g.tile_n) << m << "x" << n;
@@ -264,6 +279,25 @@ TEST(WgmmaCoverageTest, RejectsStridesTmaCannotAddressWithoutLaunching) {
   EXPECT_NE(WgmmaUnsupportedReason(args), nullptr);
   args.a = reinterpret_cast<const void*>(uintptr_t{256});
   EXPECT_EQ(WgmmaUnsupportedReason(args), nullptr);
+  // The cp.async tiles take an even N (4-byte rows), not an odd one; A still
+  // goes through TMA (K % 8).
+  for (WgmmaTile tile : {WgmmaTile::k128x128CpAsync, WgmmaTile::k128x256CpAsync}) {
+    args.tile = tile;
+    args.n = 30522;
+    EXPECT_EQ(WgmmaUnsupportedReason(args), nullptr) << WgmmaTileName(tile);
+    args.n = 30521;
+    EXPECT_NE(WgmmaUnsupportedReason(args), nullptr) << WgmmaTileName(tile);
+    EXPECT_EQ(LaunchWgmmaGemm(args, nullptr), cudaErrorInvalidValue);
+    args.n = 30522;
+    args.k = 12;
+    EXPECT_NE(WgmmaUnsupportedReason(args), nullptr) << WgmmaTileName(tile);
+    args.k = 64;
+    args.b = reinterpret_cast<const void*>(uintptr_t{258});  // B 2-byte aligned only
+    EXPECT_NE(WgmmaUnsupportedReason(args), nullptr) << WgmmaTileName(tile);
+    args.b = reinterpret_cast<const void*>(uintptr_t{260});  // 4-byte aligned is enough
+    EXPECT_EQ(WgmmaUnsupportedReason(args), nullptr) << WgmmaTileName(tile);
+    args.b = reinterpret_cast<const void*>(uintptr_t{256});
+  }
 }
 
 }  // namespace
