@@ -486,6 +486,11 @@ std::vector<Candidate> Candidates() {
   out.push_back({"wgmma_128x256", 1e-6, 1e-5, aligned, [](const Op& op, cudaStream_t s) {
                    Wgmma(op, arbiter::wgmma::WgmmaTile::k128x256, s);
                  }});
+  out.push_back({"wgmma_64x256_splitk", 1e-6, 1e-5,
+                 [aligned](const Op& op) { return aligned(op) && op.m <= 1024; },
+                 [](const Op& op, cudaStream_t s) {
+                   Wgmma(op, arbiter::wgmma::WgmmaTile::k64x256SplitK, s);
+                 }});
   const auto even_n = [](const Op& op) { return op.n % 8 != 0 && op.n % 2 == 0 && op.k % 8 == 0; };
   out.push_back({"wgmma_128x128_cpasync", 1e-6, 1e-5, even_n, [](const Op& op, cudaStream_t s) {
                    Wgmma(op, arbiter::wgmma::WgmmaTile::k128x128CpAsync, s);
@@ -860,6 +865,13 @@ int main(int argc, char** argv) {
     for (const Candidate& c : candidates) {
       if (c.name == "skinny") failures += SkinnyClaims(c, st, dev);
       if (c.name.find("cpasync") != std::string::npos) failures += RaggedChecks(c, even_n, st, dev);
+      if (c.name.find("splitk") != std::string::npos && c.name.find("wgmma") == 0) {
+        // Clusters of 1 to 8 CTAs per tile (see WgmmaLaunchGeometry), ragged M.
+        failures += RaggedChecks(c, {{16, 256, 4096, DType::kBF16, false}, {1, 4096, 4096, DType::kF16, false},
+                                     {100, 4104, 3000, DType::kBF16, false}, {64, 2048, 520, DType::kF16, false},
+                                     {777, 328, 2048, DType::kBF16, false}, {200, 14336, 4096, DType::kBF16, false}},
+                                 st, dev);
+      }
     }
   }
 

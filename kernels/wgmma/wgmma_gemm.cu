@@ -1,6 +1,7 @@
 // The wgmma GEMM kernels and their launcher; see wgmma_gemm.h for the design.
 #include "kernels/wgmma/wgmma_gemm.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include <cuda.h>          // CUtensorMap and its enums (types only: libcuda is not linked)
@@ -11,30 +12,34 @@
 namespace arbiter::wgmma {
 namespace {
 
-constexpr int kBlockM = 128;
 // 64 16-bit elements = 128 bytes: one row of the 128B swizzle pattern, the
 // widest K box TMA can swizzle, and four k16 steps of wgmma per stage.
 constexpr int kBlockK = 64;
-constexpr int kConsumers = 2;  // consumer warpgroups; each owns 64 rows of the tile
-constexpr int kThreads = 128 * (1 + kConsumers);
 // The producer needs a handful of registers; the consumers hold up to 128 f32
 // accumulators each (m64n256). 128*40 + 256*232 = 64512 <= 65536.
 constexpr int kProducerRegs = 40;
 constexpr int kConsumerRegs = 232;
-static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536);
 constexpr int kGroupM = 16;  // ~sqrt(132 SMs * 2): a near-square block of tiles in flight
+constexpr int kMaxSplits = 8;  // portable cluster size
 
 // Epilogue: each consumer stages its 64 rows of C through two 64 x 64 boxes
 // (128B-swizzled, 8 KB each) that TMA stores to global memory, so the global
 // writes run asynchronously under the next tile's mainloop and TMA clips the
 // ragged edges. Two boxes per consumer: one is filled while the other drains.
 constexpr int kStoreBoxBytes = 64 * 64 * 2;
-constexpr int kStagingBytes = kConsumers * 2 * kStoreBoxBytes;
 
-template <int kBlockN_, int kStages_>
+// kSplitK: the K blocks of a tile are split over the CTAs of a thread-block
+// cluster (up to 8), which add their f32 partials through distributed shared
+// memory in rank order; the reduction buffer shares its space with the C
+// staging boxes (a launch uses one or the other).
+template <int kBlockM_, int kBlockN_, int kStages_, bool kSplitK_ = false>
 struct TileConfig {
+  static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
+  static constexpr bool kSplitK = kSplitK_;
+  static constexpr int kConsumers = kBlockM / 64;  // consumer warpgroups; each owns 64 rows
+  static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kABytes = kBlockM * kBlockK * 2;
   // B is K x N row-major (MN-major for wgmma): one TMA box is 64 k-rows x 64
   // columns (128 bytes, one swizzle row), and a stage holds kBlockN / 64 boxes.
@@ -42,16 +47,25 @@ struct TileConfig {
   static constexpr int kBChunks = kBlockN / 64;
   static constexpr int kBBytes = kBChunks * kBChunkBytes;
   static constexpr int kAccumulators = kBlockN / 2;  // f32 per thread for m64nN
-  // Stages, the C staging boxes, full and empty barriers, and slack to align
-  // the base to 1024.
+  static constexpr int kStagingBytes = kConsumers * 2 * kStoreBoxBytes;
+  static constexpr int kRedStride = kBlockN + 4;  // floats per partial row (16-byte rows)
+  static constexpr int kReduceBytes = kSplitK ? kBlockM * kRedStride * 4 : 0;
+  static constexpr int kEpilogueBytes = kStagingBytes > kReduceBytes ? kStagingBytes : kReduceBytes;
+  // Stages, the epilogue region, full and empty barriers (+ the split
+  // reduction's ready and free barriers), and slack to align the base to 1024.
   static constexpr int kSmemBytes =
-      kStages * (kABytes + kBBytes) + kStagingBytes + 2 * kStages * 8 + 1024;
+      kStages * (kABytes + kBBytes) + kEpilogueBytes + 2 * kStages * 8 + 2 * 8 + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared-memory limit per block");
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536);
+  static_assert(!kSplitK || kConsumers == 1, "split partials are reduced per 64-row warpgroup");
 };
 // With 32 KB of C staging, 4 stages of 48 KB is all that fits; 6 stages of
-// 32 KB hide TMA latency at 128x128.
-using Config128x256 = TileConfig<256, 4>;
-using Config128x128 = TileConfig<128, 6>;
+// 32 KB hide TMA latency at 128x128. The split tile is for few output tiles
+// (M <= 64-ish against a wide weight): B-stream bound, so 4 stages of 32 KB of
+// B in flight, one consumer warpgroup.
+using Config128x256 = TileConfig<128, 256, 4>;
+using Config128x128 = TileConfig<128, 128, 6>;
+using Config64x256SplitK = TileConfig<64, 256, 4, true>;
 
 // ---------------------------------------------------------------- device helpers
 
@@ -128,6 +142,49 @@ __device__ __forceinline__ void WarpgroupBarrier(int id) {
 __device__ __forceinline__ void StoreShared(uint32_t addr, uint32_t value) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
 }
+// Waits for a barrier phase completed by arrivals from other CTAs of the
+// cluster (acquire at cluster scope: their prior shared-memory writes are visible).
+__device__ __forceinline__ void BarrierWaitCluster(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+// The address of `addr` (this CTA's shared memory) in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t MapRank(uint32_t addr, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  return remote;
+}
+// Arrives (release at cluster scope) on a barrier in another CTA of the cluster.
+__device__ __forceinline__ void BarrierArriveRemote(uint32_t remote_bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar)
+               : "memory");
+}
+__device__ __forceinline__ float4 LoadCluster4(uint32_t remote) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void StoreShared2(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+__device__ __forceinline__ void ClusterSync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" :::
+                   "memory");
+}
+
 // 4-byte global->shared copy; zero-filled past src_bytes (0 or 4).
 __device__ __forceinline__ void CpAsync4(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
@@ -262,14 +319,22 @@ __device__ __forceinline__ uint32_t PackPair(float x, float y) {
 // stored straight from the accumulators: neither needs a 16-byte row stride,
 // so any even N runs with no padded copy (b and c are read then; the B and C
 // tensor maps are not).
+//
+// Split configs (Cfg::kSplitK) with splits > 1 run in clusters of `splits`
+// CTAs along x: cluster blockIdx.x / splits walks the tiles, and rank r =
+// blockIdx.x % splits computes k-blocks [r * kb_per_split, (r + 1) *
+// kb_per_split) of each; the partials meet in distributed shared memory.
 template <class Cfg, bool kBf16, bool kCpAsyncB>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
     WgmmaGemmKernel(const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_b,
                     const __grid_constant__ CUtensorMap map_c, int m, int n, int k,
-                    const uint16_t* __restrict__ b, uint16_t* __restrict__ c) {
+                    const uint16_t* __restrict__ b, uint16_t* __restrict__ c, int splits,
+                    int kb_per_split) {
   constexpr int kStages = Cfg::kStages;
   constexpr int kBlockN = Cfg::kBlockN;
+  constexpr int kBlockM = Cfg::kBlockM;
+  constexpr int kConsumers = Cfg::kConsumers;
   extern __shared__ uint8_t smem_raw[];
   // The 128B swizzle pattern repeats every 1024 bytes and wgmma descriptors
   // assume each stage starts on that boundary.
@@ -277,8 +342,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t a_base = base;
   const uint32_t b_base = a_base + kStages * Cfg::kABytes;
   const uint32_t staging_base = b_base + kStages * Cfg::kBBytes;  // C boxes, 1024-aligned
-  const uint32_t full_base = staging_base + kStagingBytes;        // TMA bytes landed
+  const uint32_t full_base = staging_base + Cfg::kEpilogueBytes;  // TMA bytes landed
   const uint32_t empty_base = full_base + kStages * 8;         // consumers done reading
+  // Split reduction: every rank's partial is in (ready), every rank has read
+  // this CTA's partial (free). `splits` arrivals each, from across the cluster.
+  const uint32_t red_ready = empty_base + kStages * 8;
+  const uint32_t red_free = red_ready + 8;
+  const bool split = Cfg::kSplitK && splits > 1;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -287,16 +357,27 @@ __global__ void __launch_bounds__(kThreads, 1)
       BarrierInit(full_base + 8 * s, kCpAsyncB ? 1 + 128 : 1);
       BarrierInit(empty_base + 8 * s, kConsumers * 4);     // one arrival per consumer warp
     }
+    if (split) {
+      BarrierInit(red_ready, splits);
+      BarrierInit(red_free, splits);
+    }
     // Make the initialized barriers visible to the async proxy (TMA).
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   }
   __syncthreads();
+  // No CTA arrives on another's barriers before they are initialized.
+  if (split) ClusterSync();
+  const int rank = split ? static_cast<int>(blockIdx.x) % splits : 0;
+  const int first_tile = split ? static_cast<int>(blockIdx.x) / splits : static_cast<int>(blockIdx.x);
+  const int tile_step = split ? static_cast<int>(gridDim.x) / splits : static_cast<int>(gridDim.x);
 
   const int tiles_m = (m + kBlockM - 1) / kBlockM;
   const int tiles_n = (n + kBlockN - 1) / kBlockN;
   const int tiles = tiles_m * tiles_n;
   const int k_blocks = (k + kBlockK - 1) / kBlockK;
+  const int kb_begin = split ? rank * kb_per_split : 0;
+  const int kb_end = split ? min(k_blocks, kb_begin + kb_per_split) : k_blocks;
   const int warpgroup = threadIdx.x / 128;
 
   if (warpgroup == 0) {
@@ -308,7 +389,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
         int it = 0;  // k-blocks issued by this CTA, across tiles: stage = it % kStages
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        for (int tile = first_tile; tile < tiles; tile += tile_step) {
           int m_tile, n_tile;
           WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
           const int m0 = m_tile * kBlockM;
@@ -318,7 +399,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int chunks_left = (n - n0 + 63) / 64;
           const int chunks = chunks_left < Cfg::kBChunks ? chunks_left : Cfg::kBChunks;
           const uint32_t bytes = Cfg::kABytes + chunks * Cfg::kBChunkBytes;
-          for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+          for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
             const int s = it % kStages;
             BarrierWait(empty_base + 8 * s, ((it / kStages) & 1) ^ 1);
             const uint32_t full = full_base + 8 * s;
@@ -349,13 +430,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
       }
       int it = 0;
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      for (int tile = first_tile; tile < tiles; tile += tile_step) {
         int m_tile, n_tile;
         WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
         const int m0 = m_tile * kBlockM;
         const int col = n_tile * kBlockN + 2 * pair;
         const bool col_ok = col < n;
-        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
           const int s = it % kStages;
           // Every copying thread waits until the consumers have freed the stage.
           BarrierWait(empty_base + 8 * s, ((it / kStages) & 1) ^ 1);
@@ -390,10 +471,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < Cfg::kAccumulators; ++i) acc[i] = 0.0f;
 
     int it = 0;
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    int tiles_done = 0;  // split reduction phases completed by this CTA
+    for (int tile = first_tile; tile < tiles; tile += tile_step) {
       int m_tile, n_tile;
       WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
-      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
         const int s = it % kStages;
         BarrierWait(full_base + 8 * s, (it / kStages) & 1);
         if constexpr (kCpAsyncB) {
@@ -410,10 +492,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           // (2048 bytes) down B's boxes.
           const uint64_t desc_a = SmemDesc(a_stage + 32 * kk, 16, 1024);
           const uint64_t desc_b = SmemDesc(b_stage + 2048 * kk, Cfg::kBChunkBytes, 1024);
-          Mma<kBlockN, kBf16>(acc, desc_a, desc_b, (kb | kk) != 0 ? 1u : 0u);
+          Mma<kBlockN, kBf16>(acc, desc_a, desc_b, (kb != kb_begin || kk != 0) ? 1u : 0u);
         }
         WgmmaCommit();
-        if (kb > 0) {
+        if (kb > kb_begin) {
           // Keep this k-block's wgmma in flight; the previous one has finished
           // reading its stage, so hand that stage back to the producer.
           WgmmaWait<1>();
@@ -423,6 +505,61 @@ __global__ void __launch_bounds__(kThreads, 1)
       WgmmaWait<0>();
       FenceAccumulators(acc);
       if (lane == 0) BarrierArrive(empty_base + 8 * ((it - 1) % kStages));
+
+      if constexpr (Cfg::kSplitK) {
+        if (split) {
+          // 1. This CTA's partial, f32, into its reduction buffer, once every
+          //    rank has read the previous tile's.
+          if (tiles_done > 0) BarrierWaitCluster(red_free, (tiles_done - 1) & 1);
+          const int r = warp * 16 + lane / 4;
+#pragma unroll
+          for (int j = 0; j < kBlockN / 8; ++j) {
+            const uint32_t at = staging_base + (r * Cfg::kRedStride + 8 * j + 2 * (lane % 4)) * 4;
+            StoreShared2(at, acc[4 * j], acc[4 * j + 1]);
+            StoreShared2(at + 8 * Cfg::kRedStride * 4, acc[4 * j + 2], acc[4 * j + 3]);
+          }
+          WarpgroupBarrier(1);
+          // 2. Tell every rank it is there (release at cluster scope).
+          if (leader) {
+            asm volatile("fence.acq_rel.cluster;" ::: "memory");
+            for (int q = 0; q < splits; ++q) BarrierArriveRemote(MapRank(red_ready, q));
+          }
+          // 3. Once all partials are in, this rank adds its share of the rows
+          //    over ranks 0, 1, ... in that order and stores them.
+          BarrierWaitCluster(red_ready, tiles_done & 1);
+          const int share = (kBlockM + splits - 1) / splits;
+          const int row_lo = rank * share;
+          const int row_hi = min(kBlockM, row_lo + share);
+          const int quads = kBlockN / 4;
+          for (int idx = threadIdx.x % 128; idx < (row_hi - row_lo) * quads; idx += 128) {
+            const int row = row_lo + idx / quads;
+            const int col4 = idx % quads;
+            const uint32_t at = staging_base + (row * Cfg::kRedStride + 4 * col4) * 4;
+            float4 sum = LoadCluster4(MapRank(at, 0));
+            for (int q = 1; q < splits; ++q) {
+              const float4 v = LoadCluster4(MapRank(at, q));
+              sum.x += v.x;
+              sum.y += v.y;
+              sum.z += v.z;
+              sum.w += v.w;
+            }
+            const int grow = m_tile * kBlockM + row;
+            const int gcol = n_tile * kBlockN + 4 * col4;
+            // N % 8 == 0 (TMA B): a quad starting inside C lies wholly inside.
+            if (grow < m && gcol < n) {
+              const uint2 packed = make_uint2(PackPair<kBf16>(sum.x, sum.y), PackPair<kBf16>(sum.z, sum.w));
+              *reinterpret_cast<uint2*>(c + static_cast<int64_t>(grow) * n + gcol) = packed;
+            }
+          }
+          // 4. Done reading every rank's buffer for this tile.
+          WarpgroupBarrier(1);
+          if (leader) {
+            for (int q = 0; q < splits; ++q) BarrierArriveRemote(MapRank(red_free, q));
+          }
+          ++tiles_done;
+          continue;
+        }
+      }
 
       if constexpr (kCpAsyncB) {
         // Straight from the accumulators: rows r and r + 8, two adjacent columns
@@ -476,8 +613,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
-    // Shared memory must outlive the reads of the last stores.
+    // Shared memory must outlive the reads of the last stores, and of the
+    // other ranks' reads of the last partial.
     if (leader) BulkWaitAll();
+    if (split && tiles_done > 0) BarrierWaitCluster(red_free, (tiles_done - 1) & 1);
   }
 }
 
@@ -537,7 +676,7 @@ cudaError_t LaunchConfig(const WgmmaGemmArgs& args, const WgmmaGeometry& geometr
   cudaError_t err = EnsureSmemLimit<Cfg, kBf16, kCpAsyncB>();
   if (err != cudaSuccess) return err;
   CUtensorMap map_a, map_b, map_c;
-  err = EncodeTensorMap(&map_a, args.dtype, args.a, args.k, args.m, kBlockK, kBlockM);
+  err = EncodeTensorMap(&map_a, args.dtype, args.a, args.k, args.m, kBlockK, Cfg::kBlockM);
   if (err != cudaSuccess) return err;
   if constexpr (kCpAsyncB) {
     // Not read by the kernel (B and C go through cp.async and plain stores).
@@ -549,10 +688,43 @@ cudaError_t LaunchConfig(const WgmmaGemmArgs& args, const WgmmaGeometry& geometr
     err = EncodeTensorMap(&map_c, args.dtype, args.c, args.n, args.m, 64, 64);
     if (err != cudaSuccess) return err;
   }
-  WgmmaGemmKernel<Cfg, kBf16, kCpAsyncB><<<geometry.grid_x, kThreads, Cfg::kSmemBytes, stream>>>(
-      map_a, map_b, map_c, static_cast<int>(args.m), static_cast<int>(args.n),
-      static_cast<int>(args.k), static_cast<const uint16_t*>(args.b),
-      static_cast<uint16_t*>(args.c));
+  const auto* b = static_cast<const uint16_t*>(args.b);
+  auto* c = static_cast<uint16_t*>(args.c);
+  const int m = static_cast<int>(args.m), n = static_cast<int>(args.n), k = static_cast<int>(args.k);
+  auto* kernel = &WgmmaGemmKernel<Cfg, kBf16, kCpAsyncB>;
+  if (geometry.splits == 1) {
+    kernel<<<geometry.grid_x, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
+        map_a, map_b, map_c, m, n, k, b, c, 1, 0);
+    return cudaGetLastError();
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(geometry.grid_x));
+  config.blockDim = dim3(Cfg::kThreads);
+  config.dynamicSmemBytes = Cfg::kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute cluster[1];
+  cluster[0].id = cudaLaunchAttributeClusterDimension;
+  cluster[0].val.clusterDim.x = static_cast<unsigned>(geometry.splits);
+  cluster[0].val.clusterDim.y = 1;
+  cluster[0].val.clusterDim.z = 1;
+  config.attrs = cluster;
+  config.numAttrs = 1;
+  // A GPC holds only so many clusters of `splits` SMs: the persistent grid
+  // asks for no more than are co-resident (once per split count; the clusters
+  // walk the tiles whatever their number).
+  static std::atomic<int> resident[kMaxSplits + 1] = {};
+  int clusters = resident[geometry.splits].load(std::memory_order_relaxed);
+  if (clusters == 0) {
+    err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+    if (err != cudaSuccess) return err;
+    clusters = std::max(clusters, 1);
+    resident[geometry.splits].store(clusters, std::memory_order_relaxed);
+  }
+  config.gridDim.x = static_cast<unsigned>(std::min(geometry.grid_x / geometry.splits, clusters) *
+                                           geometry.splits);
+  err = cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, m, n, k, b, c, geometry.splits,
+                           geometry.kb_per_split);
+  if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
@@ -568,6 +740,8 @@ cudaError_t LaunchDType(const WgmmaGemmArgs& args, const WgmmaGeometry& geometry
       return LaunchConfig<Config128x128, kBf16, true>(args, geometry, stream);
     case WgmmaTile::k128x256CpAsync:
       return LaunchConfig<Config128x256, kBf16, true>(args, geometry, stream);
+    case WgmmaTile::k64x256SplitK:
+      return LaunchConfig<Config64x256SplitK, kBf16, false>(args, geometry, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -588,28 +762,59 @@ const char* WgmmaTileName(WgmmaTile tile) {
       return "128x128_cpasync";
     case WgmmaTile::k128x256CpAsync:
       return "128x256_cpasync";
+    case WgmmaTile::k64x256SplitK:
+      return "64x256_splitk";
   }
   return "unknown";
 }
 
+int WgmmaTileM(WgmmaTile tile) {
+  return tile == WgmmaTile::k64x256SplitK ? Config64x256SplitK::kBlockM : Config128x256::kBlockM;
+}
+
 int WgmmaTileN(WgmmaTile tile) {
-  return tile == WgmmaTile::k128x256 || tile == WgmmaTile::k128x256CpAsync
-             ? Config128x256::kBlockN
-             : Config128x128::kBlockN;
+  return tile == WgmmaTile::k128x128 || tile == WgmmaTile::k128x128CpAsync
+             ? Config128x128::kBlockN
+             : Config128x256::kBlockN;
 }
 
 bool WgmmaTileCopiesB(WgmmaTile tile) {
   return tile == WgmmaTile::k128x128CpAsync || tile == WgmmaTile::k128x256CpAsync;
 }
 
-WgmmaGeometry WgmmaLaunchGeometry(WgmmaTile tile, int64_t m, int64_t n, int num_sms) {
+bool WgmmaTileSplitsK(WgmmaTile tile) { return tile == WgmmaTile::k64x256SplitK; }
+
+WgmmaGeometry WgmmaLaunchGeometry(WgmmaTile tile, int64_t m, int64_t n, int64_t k, int num_sms) {
   WgmmaGeometry g;
-  g.tile_m = kBlockM;
+  g.tile_m = WgmmaTileM(tile);
   g.tile_n = WgmmaTileN(tile);
   g.tiles_m = static_cast<int>((m + g.tile_m - 1) / g.tile_m);
   g.tiles_n = static_cast<int>((n + g.tile_n - 1) / g.tile_n);
   g.group_m = kGroupM;
-  g.grid_x = g.tiles() < num_sms ? g.tiles() : num_sms;
+  const int sms = num_sms > 0 ? num_sms : 1;
+  const int k_blocks = static_cast<int>((k + kBlockK - 1) / kBlockK);
+  if (WgmmaTileSplitsK(tile)) {
+    // The split count whose clusters finish soonest: rounds of tiles over the
+    // clusters that fit the SMs, times the k-blocks each rank walks; a tie
+    // keeps fewer splits (less to add up).
+    int64_t best = -1;
+    for (int s = 1; s <= kMaxSplits && s <= sms && s <= k_blocks; ++s) {
+      const int per = (k_blocks + s - 1) / s;
+      const int used = (k_blocks + per - 1) / per;  // ranks that get k-blocks
+      if (used != s) continue;
+      const int64_t clusters = std::min<int64_t>(g.tiles(), sms / s);
+      const int64_t rounds = (g.tiles() + clusters - 1) / clusters;
+      const int64_t cost = rounds * per;
+      if (best < 0 || cost < best) {
+        best = cost;
+        g.splits = s;
+        g.kb_per_split = per;
+      }
+    }
+    g.grid_x = static_cast<int>(std::min<int64_t>(g.tiles(), sms / g.splits)) * g.splits;
+    return g;
+  }
+  g.grid_x = g.tiles() < sms ? g.tiles() : sms;
   return g;
 }
 
@@ -624,6 +829,7 @@ const char* WgmmaUnsupportedReason(const WgmmaGemmArgs& args) {
   switch (args.tile) {
     case WgmmaTile::k128x128:
     case WgmmaTile::k128x256:
+    case WgmmaTile::k64x256SplitK:
       if (args.n % 8 != 0) return "N must be a multiple of 8 (TMA needs 16-byte row strides for B)";
       if (!Aligned(args.b, 16) || !Aligned(args.c, 16)) return "B and C must be 16-byte aligned for TMA";
       break;
@@ -649,7 +855,7 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& args, cudaStream_t stream) {
     err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
     if (err != cudaSuccess) return err;
   }
-  const WgmmaGeometry geometry = WgmmaLaunchGeometry(args.tile, args.m, args.n, num_sms);
+  const WgmmaGeometry geometry = WgmmaLaunchGeometry(args.tile, args.m, args.n, args.k, num_sms);
   return args.dtype == WgmmaDType::kBF16 ? LaunchDType<true>(args, geometry, stream)
                                          : LaunchDType<false>(args, geometry, stream);
 }

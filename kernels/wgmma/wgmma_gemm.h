@@ -11,7 +11,9 @@
 // memory in 64 x 64 boxes that TMA stores asynchronously (clipping the edges).
 //
 // Launch geometry: the grid is one-dimensional, gridDim.x = min(tiles, SMs).
-// CTA b computes tiles b, b + gridDim.x, ...; WgmmaTileAt maps a tile index to
+// CTA b computes tiles b, b + gridDim.x, ...; with the split tile, gridDim.x =
+// clusters x splits and cluster b / splits computes tiles b / splits, + clusters,
+// ..., rank b % splits taking its range of k-blocks. WgmmaTileAt maps a tile index to
 // (m tile, n tile): consecutive indices walk down M inside a group of
 // `group_m` tile rows, then across N, so the CTAs in flight share A rows and B
 // columns in L2. Both the kernel and the tests use WgmmaTileAt.
@@ -52,16 +54,26 @@ enum class WgmmaTile {
   // need only be even (a ragged vocabulary such as 30522), no padded copies.
   k128x128CpAsync,
   k128x256CpAsync,
+  // 64 x 256 tiles, one consumer warpgroup, 4 stages, for few output tiles (M
+  // up to a few hundred against a wide weight): when the tiles leave SMs idle,
+  // the k-blocks of each tile are split over the CTAs of a cluster (up to 8),
+  // which add their f32 partials in distributed shared memory in rank order.
+  // The split count follows the tile count, so rows of C depend on M: run to
+  // run deterministic, not batch invariant.
+  k64x256SplitK,
 };
 
-inline constexpr WgmmaTile kAllWgmmaTiles[] = {WgmmaTile::k128x128, WgmmaTile::k128x256,
-                                               WgmmaTile::k128x128CpAsync,
-                                               WgmmaTile::k128x256CpAsync};
+inline constexpr WgmmaTile kAllWgmmaTiles[] = {
+    WgmmaTile::k128x128,        WgmmaTile::k128x256,        WgmmaTile::k128x128CpAsync,
+    WgmmaTile::k128x256CpAsync, WgmmaTile::k64x256SplitK};
 
-// "128x128", "128x256", "128x128_cpasync", "128x256_cpasync".
+// "128x128", "128x256", "128x128_cpasync", "128x256_cpasync", "64x256_splitk".
 const char* WgmmaTileName(WgmmaTile tile);
-// Output columns per tile: 128 or 256.
+// Output rows and columns per tile.
+int WgmmaTileM(WgmmaTile tile);
 int WgmmaTileN(WgmmaTile tile);
+// Splits K over a cluster (see k64x256SplitK); its rows of C depend on M.
+bool WgmmaTileSplitsK(WgmmaTile tile);
 // B through cp.async (any even N) rather than TMA (N % 8 == 0).
 bool WgmmaTileCopiesB(WgmmaTile tile);
 
@@ -80,11 +92,13 @@ struct WgmmaGeometry {
   int tile_m = 0, tile_n = 0;  // output tile shape
   int tiles_m = 0, tiles_n = 0;
   int group_m = 0;             // tile rows walked together for L2 reuse
-  int grid_x = 0;              // CTAs launched (1-D grid)
+  int grid_x = 0;              // CTAs launched (1-D grid): clusters x splits
+  int splits = 1;              // CTAs (a cluster) per tile, each a range of k-blocks
+  int kb_per_split = 0;        // 64-deep k-blocks per rank when splits > 1
   int tiles() const { return tiles_m * tiles_n; }
 };
 
-WgmmaGeometry WgmmaLaunchGeometry(WgmmaTile tile, int64_t m, int64_t n, int num_sms);
+WgmmaGeometry WgmmaLaunchGeometry(WgmmaTile tile, int64_t m, int64_t n, int64_t k, int num_sms);
 
 // Tile `index` (0 <= index < tiles) -> (m tile, n tile). Shared by the kernel.
 WGMMA_HOST_DEVICE inline void WgmmaTileAt(int index, int tiles_m, int tiles_n, int group_m,
