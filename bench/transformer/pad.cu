@@ -1,7 +1,8 @@
 // Launch geometry: a 1-D grid-stride loop over dst in 8-element (16-byte)
-// chunks of its flat index; each thread gathers its 8 source elements with
+// chunks of its flat index; each thread gathers its 8 source elements - four
+// 4-byte loads when they lie in one source row at a 4-byte boundary, else
 // 2-byte loads (consecutive threads read consecutive source bytes, so the
-// loads of a warp share cache lines) and writes one 16-byte store. dst must be
+// loads of a warp share cache lines) - and writes one 16-byte store. dst must be
 // 16-byte aligned; the last partial chunk is written element by element.
 #include "bench/transformer/pad.h"
 
@@ -26,12 +27,23 @@ __global__ void __launch_bounds__(kThreads)
     int64_t r = (8 * i) / dst_cols;
     int64_t c = (8 * i) % dst_cols;
     uint32_t e[8];
+    const uint16_t* p = src + r * src_ld + c;
+    if (c + 8 <= src_cols && r < src_rows && reinterpret_cast<uintptr_t>(p) % 4 == 0) {
+      // The whole chunk inside one source row, 4-byte aligned: 4 word loads.
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      e[j] = Source(src, src_rows, src_cols, src_ld, r, c);
-      if (++c == dst_cols) {
-        c = 0;
-        ++r;
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t w = __ldg(reinterpret_cast<const uint32_t*>(p) + j);
+        e[2 * j] = w & 0xffffu;
+        e[2 * j + 1] = w >> 16;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        e[j] = Source(src, src_rows, src_cols, src_ld, r, c);
+        if (++c == dst_cols) {
+          c = 0;
+          ++r;
+        }
       }
     }
     reinterpret_cast<uint4*>(dst)[i] =
