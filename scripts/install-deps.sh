@@ -8,6 +8,10 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev libabsl-dev
   libspdlog-dev prometheus-cpp-dev libgtest-dev libsqlite3-dev libopenblas-dev
   prometheus python3-grpcio python3-grpc-tools yamllint curl
+  # The Python client (client/python): stubs by protoc + grpc_python_plugin, an offline
+  # pip build, its pytest suite. python3-torch brings ~170 packages (about a minute here).
+  protobuf-compiler python3-protobuf python3-numpy python3-pip python3-setuptools python3-wheel
+  python3-pytest python3-tqdm python3-torch
 )
 
 missing=()

@@ -1,0 +1,266 @@
+"""Client: one channel to one arbiterd, and a method per RPC.
+
+Thread-safe: a Client may be shared between threads (gRPC channels are); close() it,
+or use it as a context manager, when done.
+"""
+
+import operator
+import os
+
+import grpc
+
+from arbiter import _cuda, dtypes, operands, results
+from arbiter.errors import error_for, from_rpc_error, invalid_argument
+from arbiter.health_pb2 import HealthCheckRequest, HealthCheckResponse
+from arbiter.progress import TuneDisplay
+from arbiter.v1 import arbiter_pb2 as pb
+from arbiter.v1 import arbiter_pb2_grpc as pb_grpc
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"  # arbiterd's default --listen
+
+_DETERMINISM = {
+    None: pb.DETERMINISM_UNSPECIFIED,
+    "nondeterministic": pb.DETERMINISM_NONDETERMINISTIC,
+    "run_to_run": pb.DETERMINISM_RUN_TO_RUN,
+    "batch_invariant": pb.DETERMINISM_BATCH_INVARIANT,
+}
+_TUNING = {
+    None: pb.TUNING_POLICY_UNSPECIFIED,
+    "sync": pb.TUNING_POLICY_SYNC,
+    "async": pb.TUNING_POLICY_ASYNC,
+    "off": pb.TUNING_POLICY_OFF,
+}
+# grpc.health.v1.Health/Check; arbiter/health.proto declares its two messages.
+_HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+
+
+def _choice(table, value, what, method):
+    if value in table:
+        return table[value]
+    names = ", ".join(repr(k) for k in table if k is not None)
+    raise invalid_argument(method, "%s=%r: expected None or one of %s" % (what, value, names))
+
+
+def _read_token(path):
+    with open(path) as f:
+        token = f.read().strip()
+    if not token:
+        raise ValueError("the token file %r is empty: it should hold the daemon's --admin-token-file token" % path)
+    return token
+
+
+class Client:
+    """A connection to arbiterd.
+
+    address: "host:port" or "unix:/path/to.sock" (default: $ARBITER_ADDRESS, else
+    127.0.0.1:50051). token_file: a file holding the admin bearer token (the daemon's
+    --admin-token-file); sent with admin calls only. timeout: seconds per call (None:
+    no deadline; a first matmul of a shape may measure every candidate first).
+    """
+
+    def __init__(self, address=None, token_file=None, timeout=None):
+        self.address = address or os.environ.get("ARBITER_ADDRESS", DEFAULT_ADDRESS)
+        self.timeout = timeout
+        self._admin_metadata = (("authorization", "Bearer " + _read_token(token_file)),) if token_file else None
+        # The daemon enforces its own --max-message-bytes; the client adds no smaller limit.
+        self._channel = grpc.insecure_channel(self.address, options=[
+            ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)])
+        self._dispatch = pb_grpc.DispatchStub(self._channel)
+        self._admin = pb_grpc.AdminStub(self._channel)
+        self._health = self._channel.unary_unary(
+            _HEALTH_CHECK, request_serializer=HealthCheckRequest.SerializeToString,
+            response_deserializer=HealthCheckResponse.FromString)
+        self._regions = None  # zero-copy CUDA registrations (arbiter._cuda), made on first use
+        self._closed = False
+
+    def __repr__(self):
+        return "arbiter.Client(%r)" % self.address
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Releases what this client registered with the daemon, then the channel. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            _cuda.release_all(self)
+        finally:
+            self._channel.close()
+
+    def _call(self, name, rpc, request, admin=False):
+        if self._closed:
+            raise ValueError("%r is closed" % self)
+        try:
+            return rpc(request, timeout=self.timeout, metadata=self._admin_metadata if admin else None)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e, name) from None
+
+    # Dispatch -------------------------------------------------------------------------------------------------
+
+    def matmul(self, a, b, *, dtype=None, determinism=None, tuning=None):
+        """C = A @ B on the daemon's device, by the candidate it selects for the shape.
+
+        a, b: 2-D numpy arrays (float32, float64, float16, ml_dtypes.bfloat16, or uint16
+        bf16 bits with dtype="bf16") or PyTorch CPU tensors (float32/64/16, bfloat16), one
+        dtype for both, C-contiguous. determinism: None, "nondeterministic", "run_to_run"
+        or "batch_invariant" (the least the candidate must guarantee). tuning: None (the
+        daemon's default), "sync", "async" or "off" (what a never-seen shape does).
+        Returns a MatmulResult whose .c has A's type and dtype.
+        """
+        ops = operands.prepare(a, b, dtype, "Matmul")
+        request = pb.MatmulRequest(
+            problem=pb.Problem(dtype=dtypes.PROTO[ops.dtype], m=ops.m, n=ops.n, k=ops.k), a=ops.a_bytes,
+            b=ops.b_bytes, required_determinism=_choice(_DETERMINISM, determinism, "determinism", "Matmul"),
+            tuning=_choice(_TUNING, tuning, "tuning", "Matmul"))
+        r = self._call("Matmul", self._dispatch.Matmul, request)
+        expected = ops.m * ops.n * dtypes.ITEMSIZE[ops.dtype]
+        if len(r.c) != expected:
+            raise error_for(grpc.StatusCode.INTERNAL, "the daemon sent C with %d bytes, expected %d (%dx%d %s)"
+                            % (len(r.c), expected, ops.m, ops.n, ops.dtype), "Matmul")
+        return results.MatmulResult(ops.make_c(r.c), r.candidate, r.candidate_version, results.source_name(r.source),
+                                    r.device_seconds, r.bucket)
+
+    def select(self, m, n, k, dtype, *, determinism=None, tuning=None):
+        """Which candidate a matmul of this shape would run, without running it."""
+        request = pb.SelectRequest(problem=self._problem(m, n, k, dtype, "Select"),
+                                   required_determinism=_choice(_DETERMINISM, determinism, "determinism", "Select"),
+                                   tuning=_choice(_TUNING, tuning, "tuning", "Select"))
+        return results.selection(self._call("Select", self._dispatch.Select, request))
+
+    # Admin (bearer token from token_file where the daemon requires one) ---------------------------------------
+
+    def candidates(self):
+        """Every registered candidate: contracts, eligibility on this device and why, quarantine."""
+        r = self._call("ListCandidates", self._admin.ListCandidates, pb.ListCandidatesRequest(), admin=True)
+        return [results.candidate(c) for c in r.candidates]
+
+    def verdicts(self, *, dtype=None, bucket=None, candidate=None):
+        """Stored verdicts, optionally of one dtype, one bucket, or those that raced a candidate."""
+        return [results.verdict(v) for v in self._list_verdicts(dtype, bucket, candidate).verdicts]
+
+    def forces(self):
+        """Buckets pinned to a candidate by force()."""
+        return [results.force(f) for f in self._list_verdicts(None, None, None).forces]
+
+    def force(self, m, n, k, dtype, candidate, *, reason):
+        """Pins the bucket of (m, n, k, dtype) to a candidate, saying why; returns the bucket."""
+        request = pb.ForceRequest(problem=self._problem(m, n, k, dtype, "Force"), candidate=candidate, reason=reason)
+        return self._call("Force", self._admin.Force, request, admin=True).bucket
+
+    def unforce(self, m, n, k, dtype):
+        """Removes the force on the bucket of (m, n, k, dtype); True if there was one."""
+        request = pb.UnforceRequest(problem=self._problem(m, n, k, dtype, "Unforce"))
+        return self._call("Unforce", self._admin.Unforce, request, admin=True).removed
+
+    def invalidate(self, *, candidate=None, dtype=None, shape=None, all=False):
+        """Removes verdicts so they are measured again; returns how many.
+
+        Every argument narrows the scope: candidate (verdicts that raced it), dtype, shape
+        ((m, n, k): its bucket, with dtype). all=True, alone, removes every verdict.
+        """
+        request = pb.InvalidateRequest(candidate=candidate or "", all=all)
+        if dtype is not None:
+            request.dtype = dtypes.PROTO[self._dtype(dtype, "Invalidate")]
+        if shape is not None:
+            if dtype is None:
+                raise invalid_argument("Invalidate", "shape=%r needs dtype= too: a bucket is per dtype" % (shape,))
+            m, n, k = self._shape(shape, "Invalidate")
+            request.problem.CopyFrom(self._problem(m, n, k, dtype, "Invalidate"))
+        return self._call("Invalidate", self._admin.Invalidate, request, admin=True).removed
+
+    def tune(self, shapes, dtype=None, *, progress=True):
+        """Measures the bucket of each shape now; returns a TuneOutcome per shape, in order.
+
+        shapes: (m, n, k) tuples with dtype=, or (m, n, k, dtype) tuples. progress: True
+        (a bar on stderr once tuning takes a while), False, or a callable given each
+        TuneOutcome as it arrives. A shape that fails has .error set; the rest go on.
+        """
+        problems = []
+        for shape in shapes:
+            if len(shape) == 4:
+                m, n, k, d = shape
+            elif dtype is not None:
+                (m, n, k), d = self._shape(shape, "Tune"), dtype
+            else:
+                raise invalid_argument("Tune", "shape %r: expected (m, n, k) with dtype=, or (m, n, k, dtype)"
+                                       % (shape,))
+            problems.append(self._problem(m, n, k, d, "Tune"))
+        if not problems:
+            return []
+        display = TuneDisplay(len(problems), progress)
+        outcomes = []
+        try:
+            stream = self._call("Tune", self._admin.Tune, pb.TuneRequest(problems=problems), admin=True)
+            try:
+                for message in stream:
+                    outcome = results.tune_outcome(message)
+                    outcomes.append(outcome)
+                    display.update(outcome)
+            except grpc.RpcError as e:
+                raise from_rpc_error(e, "Tune") from None
+        finally:
+            display.close()
+        return outcomes
+
+    def quarantined(self):
+        """Candidates quarantined (by a failed claim or by an operator), with the evidence."""
+        r = self._call("ListQuarantine", self._admin.ListQuarantine, pb.ListQuarantineRequest(), admin=True)
+        return [results.quarantine_entry(q) for q in r.entries]
+
+    def quarantine(self, candidate, *, reason, scope="*"):
+        """Takes a candidate out of selection, with the evidence: scope "*", a dtype ("bf16") or "dtype/bucket"."""
+        request = pb.QuarantineRequest(candidate=candidate, scope=scope, reason=reason)
+        self._call("Quarantine", self._admin.Quarantine, request, admin=True)
+
+    def clear_quarantine(self, candidate=None):
+        """Lifts the quarantine of one candidate (None: of all); returns how many entries went."""
+        request = pb.ClearQuarantineRequest(candidate=candidate or "")
+        return self._call("ClearQuarantine", self._admin.ClearQuarantine, request, admin=True).removed
+
+    def info(self):
+        """The daemon's build, backend, device, fingerprint and versions."""
+        return results.server_info(self._call("ServerInfo", self._admin.ServerInfo, pb.ServerInfoRequest(),
+                                              admin=True))
+
+    def health(self, service=""):
+        """grpc.health.v1 status: "SERVING" or "NOT_SERVING" ("" is the whole server)."""
+        r = self._call("Health", self._health, HealthCheckRequest(service=service))
+        return HealthCheckResponse.ServingStatus.Name(r.status)
+
+    # Helpers ----------------------------------------------------------------------------------------------------
+
+    def _list_verdicts(self, dtype, bucket, candidate):
+        request = pb.ListVerdictsRequest(bucket=bucket or "", candidate=candidate or "")
+        if dtype is not None:
+            request.dtype = dtypes.PROTO[self._dtype(dtype, "ListVerdicts")]
+        return self._call("ListVerdicts", self._admin.ListVerdicts, request, admin=True)
+
+    @staticmethod
+    def _dtype(dtype, method):
+        try:
+            return dtypes.normalize(dtype)
+        except ValueError as e:
+            raise invalid_argument(method, str(e)) from None
+
+    @staticmethod
+    def _shape(shape, method):
+        try:
+            m, n, k = shape
+        except (TypeError, ValueError):
+            raise invalid_argument(method, "shape %r: expected (m, n, k)" % (shape,)) from None
+        return m, n, k
+
+    def _problem(self, m, n, k, dtype, method):
+        dims = []
+        for name, value in (("m", m), ("n", n), ("k", k)):
+            try:
+                dims.append(operator.index(value))
+            except TypeError:
+                raise invalid_argument(method, "%s=%r: expected an integer" % (name, value)) from None
+        return pb.Problem(dtype=dtypes.PROTO[self._dtype(dtype, method)], m=dims[0], n=dims[1], k=dims[2])
+
