@@ -13,8 +13,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-cuda
 out=$root/.device-cuda
 jobs=${JOBS:-2}
+# The bundle script lives beside the repository, in the shared folder (../shared);
+# ARBITER_BUNDLE names it for a checkout that has no ../shared beside it.
+bundle=${ARBITER_BUNDLE:-$root/../shared/device/bundle}
+[[ -x $bundle ]] || { echo "gpu-suite: no bundle script at $bundle (set ARBITER_BUNDLE)" >&2; exit 1; }
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DARBITER_CUDA=ON >/dev/null
+# The test binaries, built here and run there (the bundle carries this list).
 tests=(cuda_arch_tests cuda_backend_tests cuda_candidates_tests cuda_daemon_tests cuda_families_contract_tests cuda_families_tests wgmma_tests)
 tools=(arbiterd arbiterctl)
 cmake --build "$build" -j"$jobs" --target "${tests[@]}" "${tools[@]}"
@@ -26,11 +31,12 @@ bins=()
 for t in "${tests[@]}" "${tools[@]}"; do
   [[ -x $build/bin/$t ]] && bins+=("$build/bin/$t")
 done
-/work/shared/device/bundle "$stage/b" "${bins[@]}"
+"$bundle" "$stage/b" "${bins[@]}"
 strip --strip-debug "$stage"/b/bin/*
 strip --strip-unneeded "$stage"/b/lib/* 2>/dev/null || true
 mkdir -p "$out"
 git -C "$root" rev-parse --short HEAD > "$stage/b/COMMIT"
+printf '%s\n' "${tests[@]}" > "$stage/b/TESTS"
 git -C "$root" diff --quiet HEAD -- backends kernels tests engine server || echo "+dirty" >> "$stage/b/COMMIT"
 tar -C "$stage/b" -cf - . | xz -T"$jobs" -6 > "$out/bundle.tar.xz"
 
@@ -50,7 +56,8 @@ out=${OUT:-/tmp/arbiter-suite}; mkdir -p "$out"
 } | tee "$out/device.txt"
 summary=()
 status=0
-for t in cuda_arch_tests cuda_backend_tests cuda_candidates_tests cuda_daemon_tests cuda_families_contract_tests cuda_families_tests wgmma_tests; do
+mapfile -t tests < "$here/TESTS"  # the list the bundle was built with
+for t in "${tests[@]}"; do
   [[ -x $here/bin/$t ]] || continue
   start=$(date +%s)
   "$here/run" "$t" --gtest_color=no >"$out/$t.log" 2>&1

@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/cpu_candidates.h"
 #include "engine/registry.h"
 #include "engine/verdict_store.h"
+#include "kernels/registry/cpu_candidates.h"
 #include "server/admin_auth.h"
 #include "server/admin_service.h"
 #include "server/dispatch_service.h"
@@ -24,7 +24,7 @@
 #include "server/metrics_endpoint.h"
 #ifdef ARBITER_WITH_CUDA
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/cuda_candidates.h"
+#include "kernels/registry/cuda_candidates.h"
 #endif
 
 #ifndef ARBITER_VERSION

@@ -1,6 +1,7 @@
 // The CPU backend: host memory, the calling thread as the "stream", and an
 // f64-accumulated reference that is also the accuracy oracle on CPU. It is the
-// embedded default and what CI exercises; its candidates are in cpu_candidates.h.
+// embedded default and what CI exercises; its candidates are listed
+// by kernels/registry/cpu_candidates.h.
 //
 // Thread-safe: immutable after Create; each stream it creates is used by one
 // worker at a time.

@@ -64,7 +64,9 @@ int CudaBackend::VisibleDevices() {
   int count = 0;
   // No driver or no GPU answers an error code here (never a crash); both mean 0.
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the non-sticky error so it is not reported later
+    // Clears the error where the runtime allows it (no GPU); without a driver
+    // every later call fails the same way, and the daemon makes none.
+    cudaGetLastError();
     return 0;
   }
   return count;

@@ -243,9 +243,9 @@ void* Workspace(size_t bytes) {
   return g_ctx.workspace;
 }
 
-template <class Args>
-Args Fill(const Op& op) {
-  Args args;
+// Launches `launcher` for `op` with the scratch it asks for; exits on a launch error.
+void Launch(const k::Launcher& launcher, const Op& op, cudaStream_t stream) {
+  k::LaunchArgs args;
   args.dtype = op.dtype;
   args.a = op.a;
   args.b = op.b;
@@ -253,7 +253,22 @@ Args Fill(const Op& op) {
   args.m = op.m;
   args.n = op.n;
   args.k = op.k;
-  return args;
+  args.sm_count = g_ctx.sm_count;
+  if (launcher.workspace_bytes != nullptr) {
+    args.workspace_bytes = launcher.workspace_bytes(args);
+    args.workspace = Workspace(args.workspace_bytes);
+  }
+  const cudaError_t err = launcher.launch(args, stream);
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s (%s)\n", launcher.name, cudaGetErrorName(err),
+                 cudaGetErrorString(err));
+    std::exit(2);
+  }
+}
+
+// The family behind `launcher`, as a Candidate's run.
+std::function<void(const Op&, cudaStream_t)> Run(const k::Launcher& launcher) {
+  return [launcher](const Op& op, cudaStream_t stream) { Launch(launcher, op, stream); };
 }
 
 void Cublas(const Op& op, cudaStream_t stream) {
@@ -274,41 +289,18 @@ std::vector<Candidate> Candidates() {
   const std::vector<DType> half = {DType::kF16, DType::kBF16};
   const int64_t any = INT64_MAX;
   std::vector<Candidate> out;
-  out.push_back({"mma_warp", half, any, k::kMmaWarpBudgetAbs, k::kMmaWarpBudgetRel,
-                 [](const Op& op, cudaStream_t s) {
-                   CUDA_CHECK(k::LaunchMmaWarp(Fill<k::MmaWarpArgs>(op), s));
-                 }});
-  out.push_back({"mma_tiled", half, any, k::kMmaTiledBudgetAbs, k::kMmaTiledBudgetRel,
-                 [](const Op& op, cudaStream_t s) {
-                   k::MmaTiledArgs args = Fill<k::MmaTiledArgs>(op);
-                   args.sm_count = g_ctx.sm_count;
-                   args.workspace_bytes = k::MmaTiledWorkspaceBytes(args);
-                   args.workspace = Workspace(args.workspace_bytes);
-                   CUDA_CHECK(k::LaunchMmaTiled(args, s));
-                 }});
-  for (bool atomic : {false, true}) {
-    out.push_back({atomic ? "splitk_atomic" : "splitk", half, any, k::kSplitKBudgetAbs,
-                   k::kSplitKBudgetRel, [atomic](const Op& op, cudaStream_t s) {
-                     k::SplitKArgs args = Fill<k::SplitKArgs>(op);
-                     args.atomic = atomic;
-                     args.sm_count = g_ctx.sm_count;
-                     args.workspace_bytes = k::SplitKWorkspaceBytes(args);
-                     args.workspace = Workspace(args.workspace_bytes);
-                     CUDA_CHECK(k::LaunchSplitK(args, s));
-                   }});
-  }
-  out.push_back({"gemv", half, k::kGemvMaxM, k::kGemvBudgetAbs, k::kGemvBudgetRel,
-                 [](const Op& op, cudaStream_t s) {
-                   k::GemvArgs args = Fill<k::GemvArgs>(op);
-                   args.sm_count = g_ctx.sm_count;
-                   args.workspace_bytes = k::GemvWorkspaceBytes(args);
-                   args.workspace = Workspace(args.workspace_bytes);
-                   CUDA_CHECK(k::LaunchGemv(args, s));
-                 }});
+  out.push_back(
+      {"mma_warp", half, any, k::kMmaWarpBudgetAbs, k::kMmaWarpBudgetRel, Run(k::kMmaWarp)});
+  out.push_back(
+      {"mma_tiled", half, any, k::kMmaTiledBudgetAbs, k::kMmaTiledBudgetRel, Run(k::kMmaTiled)});
+  out.push_back(
+      {"splitk", half, any, k::kSplitKBudgetAbs, k::kSplitKBudgetRel, Run(k::kSplitK)});
+  out.push_back({"splitk_atomic", half, any, k::kSplitKBudgetAbs, k::kSplitKBudgetRel,
+                 Run(k::kSplitKAtomic)});
+  out.push_back(
+      {"gemv", half, k::kGemvMaxM, k::kGemvBudgetAbs, k::kGemvBudgetRel, Run(k::kGemv)});
   out.push_back({"simt", {DType::kF16, DType::kBF16, DType::kF32}, any, k::kSimtBudgetAbs,
-                 k::kSimtBudgetRel, [](const Op& op, cudaStream_t s) {
-                   CUDA_CHECK(k::LaunchSimt(Fill<k::SimtArgs>(op), s));
-                 }});
+                 k::kSimtBudgetRel, Run(k::kSimt)});
   out.push_back({"cublasGemmEx", {DType::kF16, DType::kBF16, DType::kF32}, any, 1e-5, -2e-6,
                  Cublas});
   return out;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call: SASS check, gtest suite, memcheck on the small shapes, then the
 # check-and-time tool (its table printed last). Run on the GPU machine from the
-# repository root, after `/work/shared/device/bundle .device-kernels
-#   build-kernels/bin/{cuda_families_tests,cuda_kernels_check}` here.
+# repository root, after `../shared/device/bundle .device-kernels
+#   build-kernels/bin/{cuda_families_tests,cuda_kernels_check}` here (from the
+#   repository root; the bundle script lives in the shared folder beside it).
 #   usage: bench/kernels/device_run.sh BUNDLE_DIR OUT_DIR
 set -uo pipefail
 bundle=$1 out=$2
@@ -33,7 +34,7 @@ fi
 
 if command -v ncu >/dev/null; then
   timeout 90 ncu --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed \
-    -c 12 -k regex:'Gemv' "$bundle/bin/cuda_kernels_check" --shapes 1x4096x4096,16x16x65536 --reps 3 \
+    -c 12 -k regex:'Gemv|SplitReduce' "$bundle/bin/cuda_kernels_check" --shapes 1x4096x4096,16x16x65536 --reps 3 \
     > "$out/ncu.log" 2>&1; echo "ncu rc=$?"
 fi
 

@@ -8,8 +8,7 @@
 // K group t / 4, which takes its split's chunks kgroup, kgroup + 64, ... A warp
 // therefore reads 8 B rows x 64 contiguous bytes per load instruction. With
 // more than one split, each block writes f32 partials to scratch [y][M][N] and a
-// 1-D reduce kernel (grid.x over the M*N elements; a warp per element from 32
-// splits up) adds them in split order.
+// 1-D reduce kernel (kernels/common/split_reduce.h) adds them in split order.
 // Splits are used when N alone gives too few blocks to keep the SMs streaming
 // (see MakePlan).
 //
@@ -25,8 +24,10 @@
 #include <algorithm>
 #include <cstdint>
 
-#include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include "kernels/common/split_reduce.h"
+#include "kernels/common/storage.cuh"
 
 namespace arbiter::kernels {
 namespace {
@@ -51,15 +52,6 @@ __device__ __forceinline__ float Hi(uint32_t w) {
     return __uint_as_float(w & 0xffff0000u);
   } else {
     return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
-  }
-}
-
-template <bool kBf16>
-__device__ __forceinline__ uint16_t ToStorage(float v) {
-  if constexpr (kBf16) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  } else {
-    return __half_as_ushort(__float2half_rn(v));
   }
 }
 
@@ -174,42 +166,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// Adds the split slabs of each element in split order and rounds to storage.
-template <bool kBf16>
-__global__ void __launch_bounds__(kThreads)
-    GemvReduceKernel(const float* __restrict__ partials, uint16_t* __restrict__ c, int64_t mn,
-                     int splits) {
-  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < mn;
-       i += int64_t{gridDim.x} * kThreads) {
-    float sum = partials[i];
-    for (int s = 1; s < splits; ++s) sum += partials[s * mn + i];
-    c[i] = ToStorage<kBf16>(sum);
-  }
-}
-
-// Many splits and few elements: one warp per element. Lane l adds splits l,
-// l + 32, ... in order, then a fixed xor-shuffle tree adds the lanes: a fixed
-// order still (deterministic), with 32 loads in flight instead of one.
-template <bool kBf16>
-__global__ void __launch_bounds__(256)
-    GemvReduceWarpKernel(const float* __restrict__ partials, uint16_t* __restrict__ c, int64_t mn,
-           int splits) {
-  const int lane = threadIdx.x % 32;
-  for (int64_t i = (blockIdx.x * int64_t{256} + threadIdx.x) / 32; i < mn;
-       i += int64_t{gridDim.x} * (256 / 32)) {
-    float sum = 0.f;
-    for (int s = lane; s < splits; s += 32) sum += partials[s * mn + i];
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    }
-    if (lane == 0) c[i] = ToStorage<kBf16>(sum);
-  }
-}
-
-int64_t CeilDiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
-
-constexpr int kWarpReduceSplits = 32;  // from this many splits, a warp per element
 constexpr int kBlocksPerSm = 4;  // blocks wanted per SM to keep enough loads in flight
 
 struct Plan {
@@ -222,7 +178,7 @@ struct Plan {
 // on the H200, a 5-way split at 1x4096x4096 (128 column blocks) took 23 us
 // against 19 us unsplit (the reduce launch costs more than the extra blocks
 // gain), while at 16x16x65536 (one column block) it took 943 us down to 22 us.
-Plan MakePlan(const GemvArgs& args) {
+Plan MakePlan(const LaunchArgs& args) {
   const int64_t chunks = CeilDiv(args.k, 8);
   const int64_t column_blocks = CeilDiv(args.n, kBlockN);
   const int64_t sms = std::max(args.sm_count, 1);
@@ -238,7 +194,7 @@ Plan MakePlan(const GemvArgs& args) {
 }
 
 template <bool kBf16, int kRows>
-cudaError_t LaunchRows(const GemvArgs& args, const Plan& plan, cudaStream_t stream) {
+cudaError_t LaunchRows(const LaunchArgs& args, const Plan& plan, cudaStream_t stream) {
   const bool vector = args.k % 8 == 0 && args.n % 8 == 0 &&
                       reinterpret_cast<uintptr_t>(args.a) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(args.b) % 16 == 0;
@@ -260,22 +216,12 @@ cudaError_t LaunchRows(const GemvArgs& args, const Plan& plan, cudaStream_t stre
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || partials == nullptr) return err;
-  const int64_t mn = args.m * args.n;
   // The reduction order depends on the split count alone (never on M).
-  if (plan.splits >= kWarpReduceSplits) {
-    const int64_t warp_blocks = std::min<int64_t>(CeilDiv(mn, 8), int64_t{1} << 16);
-    GemvReduceWarpKernel<kBf16>
-        <<<static_cast<unsigned>(warp_blocks), 256, 0, stream>>>(partials, c, mn, plan.splits);
-    return cudaGetLastError();
-  }
-  const int64_t blocks = std::min<int64_t>(CeilDiv(mn, kThreads), int64_t{1} << 16);
-  GemvReduceKernel<kBf16>
-      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(partials, c, mn, plan.splits);
-  return cudaGetLastError();
+  return LaunchSplitReduce(args.dtype, partials, args.m * args.n, plan.splits, c, stream);
 }
 
 template <bool kBf16>
-cudaError_t LaunchDtype(const GemvArgs& args, const Plan& plan, cudaStream_t stream) {
+cudaError_t LaunchDtype(const LaunchArgs& args, const Plan& plan, cudaStream_t stream) {
   if (args.m <= 1) return LaunchRows<kBf16, 1>(args, plan, stream);
   if (args.m <= 2) return LaunchRows<kBf16, 2>(args, plan, stream);
   if (args.m <= 4) return LaunchRows<kBf16, 4>(args, plan, stream);
@@ -283,9 +229,7 @@ cudaError_t LaunchDtype(const GemvArgs& args, const Plan& plan, cudaStream_t str
   return LaunchRows<kBf16, 16>(args, plan, stream);
 }
 
-}  // namespace
-
-size_t GemvWorkspaceBytes(const GemvArgs& args) {
+size_t GemvWorkspaceBytes(const LaunchArgs& args) {
   if (args.m < 1 || args.n < 1 || args.k < 1) return 0;
   const Plan plan = MakePlan(args);
   if (plan.splits == 1) return 0;
@@ -293,12 +237,8 @@ size_t GemvWorkspaceBytes(const GemvArgs& args) {
          static_cast<size_t>(args.n) * sizeof(float);
 }
 
-cudaError_t LaunchGemv(const GemvArgs& args, cudaStream_t stream) {
-  constexpr int64_t kMaxDim = int64_t{1} << 31;
-  if (args.m < 1 || args.m > kGemvMaxM || args.n < 1 || args.k < 1 || args.n >= kMaxDim ||
-      args.k >= kMaxDim) {
-    return cudaErrorInvalidValue;
-  }
+cudaError_t LaunchGemv(const LaunchArgs& args, cudaStream_t stream) {
+  if (!DimsInRange(args) || args.m > kGemvMaxM) return cudaErrorInvalidValue;
   const Plan plan = MakePlan(args);
   if (plan.splits > 1 &&
       (args.workspace == nullptr || args.workspace_bytes < GemvWorkspaceBytes(args))) {
@@ -313,5 +253,9 @@ cudaError_t LaunchGemv(const GemvArgs& args, cudaStream_t stream) {
       return cudaErrorInvalidValue;
   }
 }
+
+}  // namespace
+
+const Launcher kGemv = {"LaunchGemv", LaunchGemv, GemvWorkspaceBytes};
 
 }  // namespace arbiter::kernels

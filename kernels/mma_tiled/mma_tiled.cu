@@ -9,7 +9,7 @@
 //   small:  64 x 64,  4 warps (2 x 2, 32 x 32 each), otherwise.
 // Operands that are not 16-byte loadable as given (K or N not a multiple of 8,
 // or unaligned) are first copied into zero-padded scratch by PadColumnsKernel
-// (1-D grid-stride, see tile_mainloop.cuh).
+// (1-D grid-stride, see kernels/common/tile_mainloop.cuh).
 //
 // Determinism: one CTA owns each C tile and walks K in a fixed order with no
 // atomics and no split-K: bitwise run-to-run deterministic. Each element is the
@@ -20,25 +20,14 @@
 
 #include <cstdint>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include "kernels/mma_tiled/tile_mainloop.cuh"
+#include "kernels/common/storage.cuh"
+#include "kernels/common/tile_mainloop.cuh"
 
 namespace arbiter::kernels {
 namespace {
 
 using LargeTile = mma_tile::TileShape<128, 128, 32, 2, 4, 4>;
 using SmallTile = mma_tile::TileShape<64, 64, 32, 2, 2, 4>;
-
-template <bool kBf16>
-__device__ __forceinline__ uint16_t ToStorage(float v) {
-  if constexpr (kBf16) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  } else {
-    return __half_as_ushort(__float2half_rn(v));
-  }
-}
 
 // Two CTAs of the large tile per SM: 2 x 256 threads x 128 registers = 64K.
 template <class Shape, bool kBf16>
@@ -66,10 +55,8 @@ __global__ void __launch_bounds__(Shape::kThreads, 2)
   });
 }
 
-int64_t CeilDiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
-
 template <class Shape, bool kBf16>
-cudaError_t Launch(const MmaTiledArgs& args, const mma_tile::Operand& a,
+cudaError_t Launch(const LaunchArgs& args, const mma_tile::Operand& a,
                    const mma_tile::Operand& b, cudaStream_t stream) {
   auto* kernel = &MmaTiledKernel<Shape, kBf16>;
   // Over 48 KB of dynamic shared memory needs an explicit opt-in, once per kernel.
@@ -86,7 +73,7 @@ cudaError_t Launch(const MmaTiledArgs& args, const mma_tile::Operand& a,
 }
 
 template <bool kBf16>
-cudaError_t LaunchDtype(const MmaTiledArgs& args, cudaStream_t stream) {
+cudaError_t LaunchDtype(const LaunchArgs& args, cudaStream_t stream) {
   mma_tile::Operand a{static_cast<const uint16_t*>(args.a), static_cast<int>(args.k)};
   mma_tile::Operand b{static_cast<const uint16_t*>(args.b), static_cast<int>(args.n)};
   if (mma_tile::NeedsPadding(args.a, args.b, args.n, args.k)) {
@@ -102,20 +89,14 @@ cudaError_t LaunchDtype(const MmaTiledArgs& args, cudaStream_t stream) {
                                       : Launch<SmallTile, kBf16>(args, a, b, stream);
 }
 
-}  // namespace
-
-size_t MmaTiledWorkspaceBytes(const MmaTiledArgs& args) {
+size_t MmaTiledWorkspaceBytes(const LaunchArgs& args) {
   if (args.m < 1 || args.n < 1 || args.k < 1) return 0;
   if (!mma_tile::NeedsPadding(args.a, args.b, args.n, args.k)) return 0;
   return mma_tile::PaddedBytes(args.m, args.k) + mma_tile::PaddedBytes(args.k, args.n);
 }
 
-cudaError_t LaunchMmaTiled(const MmaTiledArgs& args, cudaStream_t stream) {
-  constexpr int64_t kMaxDim = int64_t{1} << 31;
-  if (args.m < 1 || args.n < 1 || args.k < 1 || args.m >= kMaxDim || args.n >= kMaxDim ||
-      args.k >= kMaxDim) {
-    return cudaErrorInvalidValue;
-  }
+cudaError_t LaunchMmaTiled(const LaunchArgs& args, cudaStream_t stream) {
+  if (!DimsInRange(args)) return cudaErrorInvalidValue;
   const size_t need = MmaTiledWorkspaceBytes(args);
   if (need > 0 && (args.workspace == nullptr || args.workspace_bytes < need ||
                    !mma_tile::Aligned16(args.workspace))) {
@@ -130,5 +111,9 @@ cudaError_t LaunchMmaTiled(const MmaTiledArgs& args, cudaStream_t stream) {
       return cudaErrorInvalidValue;
   }
 }
+
+}  // namespace
+
+const Launcher kMmaTiled = {"LaunchMmaTiled", LaunchMmaTiled, MmaTiledWorkspaceBytes};
 
 }  // namespace arbiter::kernels

@@ -20,8 +20,8 @@
 
 #include <cstdint>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "kernels/common/mma_sync.cuh"
+#include "kernels/common/storage.cuh"
 
 namespace arbiter::kernels {
 namespace {
@@ -31,31 +31,6 @@ constexpr int kTileM = 16;
 constexpr int kTileN = 8;
 constexpr int kTileK = 16;
 constexpr int kBlockN = kWarps * kTileN;
-
-template <bool kBf16>
-__device__ __forceinline__ void Mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  if constexpr (kBf16) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-template <bool kBf16>
-__device__ __forceinline__ uint16_t ToStorage(float v) {
-  if constexpr (kBf16) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  } else {
-    return __half_as_ushort(__float2half_rn(v));
-  }
-}
 
 // Two consecutive elements of one A row, packed low-first as the fragment wants.
 __device__ __forceinline__ uint32_t LoadPairA(const uint16_t* row, bool row_ok, int col, int k) {
@@ -105,9 +80,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     af[1] = LoadPairA(a_hi, hi_ok, ka, k);
     af[2] = LoadPairA(a_lo, lo_ok, ka + 8, k);
     af[3] = LoadPairA(a_hi, hi_ok, ka + 8, k);
-    const uint32_t b0 = LoadPairB(b, b_ok, b_col, ka, k, n);
-    const uint32_t b1 = LoadPairB(b, b_ok, b_col, ka + 8, k, n);
-    Mma16816<kBf16>(acc, af, b0, b1);
+    const uint32_t bf[2] = {LoadPairB(b, b_ok, b_col, ka, k, n),
+                            LoadPairB(b, b_ok, b_col, ka + 8, k, n)};
+    Mma16816<kBf16>(acc, af, bf);
   }
 
   // Accumulator layout: acc[0..1] at (group, 2*thread + 0..1), acc[2..3] at group + 8.
@@ -124,16 +99,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-int64_t CeilDiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
-
-}  // namespace
-
-cudaError_t LaunchMmaWarp(const MmaWarpArgs& args, cudaStream_t stream) {
-  constexpr int64_t kMaxDim = int64_t{1} << 31;
-  if (args.m < 1 || args.n < 1 || args.k < 1 || args.m >= kMaxDim || args.n >= kMaxDim ||
-      args.k >= kMaxDim) {
-    return cudaErrorInvalidValue;
-  }
+cudaError_t LaunchMmaWarp(const LaunchArgs& args, cudaStream_t stream) {
+  if (!DimsInRange(args)) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(CeilDiv(args.n, kBlockN)),
                   static_cast<unsigned>(CeilDiv(args.m, kTileM)));
   if (grid.y > 65535) return cudaErrorInvalidValue;
@@ -156,5 +123,9 @@ cudaError_t LaunchMmaWarp(const MmaWarpArgs& args, cudaStream_t stream) {
   }
   return cudaGetLastError();
 }
+
+}  // namespace
+
+const Launcher kMmaWarp = {"LaunchMmaWarp", LaunchMmaWarp};
 
 }  // namespace arbiter::kernels

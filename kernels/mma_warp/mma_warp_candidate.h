@@ -1,14 +1,13 @@
 // Registration of the mma_warp candidate: its contract family (one member per
-// dtype) and the KernelFn that launches it on a CudaBackend stream. The kernel,
-// its launch geometry and why it is (non)deterministic: mma_warp.cu.
+// dtype) and the KernelFn that launches it on a CudaBackend stream
+// (kernels/common/family.h). The kernel, its launch geometry and why it is
+// deterministic: mma_warp.cu.
 #pragma once
 
 #include "engine/candidate.h"
 
-namespace arbiter {
+namespace arbiter::kernels {
 
-// The member KernelFns take their cudaStream_t from arbiter::cuda::Resources
-// (backends/cuda/cuda_resources.h), resolved when the daemon links arbiter_cuda.
 CandidateSpec MakeMmaWarpCandidate();
 
-}  // namespace arbiter
+}  // namespace arbiter::kernels

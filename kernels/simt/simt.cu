@@ -116,10 +116,8 @@ __global__ void __launch_bounds__(kSide * kSide)
   }
 }
 
-int64_t CeilDiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
-
 template <typename T, typename Acc>
-cudaError_t Launch(const SimtArgs& args, cudaStream_t stream) {
+cudaError_t Launch(const LaunchArgs& args, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(CeilDiv(args.n, kTile)),
                   static_cast<unsigned>(CeilDiv(args.m, kTile)));
   if (grid.y > 65535) return cudaErrorInvalidValue;
@@ -129,14 +127,8 @@ cudaError_t Launch(const SimtArgs& args, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-}  // namespace
-
-cudaError_t LaunchSimt(const SimtArgs& args, cudaStream_t stream) {
-  constexpr int64_t kMaxDim = int64_t{1} << 31;
-  if (args.m < 1 || args.n < 1 || args.k < 1 || args.m >= kMaxDim || args.n >= kMaxDim ||
-      args.k >= kMaxDim) {
-    return cudaErrorInvalidValue;
-  }
+cudaError_t LaunchSimt(const LaunchArgs& args, cudaStream_t stream) {
+  if (!DimsInRange(args)) return cudaErrorInvalidValue;
   switch (args.dtype) {
     case DType::kF32:
       return Launch<float, float>(args, stream);
@@ -149,5 +141,9 @@ cudaError_t LaunchSimt(const SimtArgs& args, cudaStream_t stream) {
   }
   return cudaErrorInvalidValue;
 }
+
+}  // namespace
+
+const Launcher kSimt = {"LaunchSimt", LaunchSimt};
 
 }  // namespace arbiter::kernels

@@ -5,25 +5,13 @@
 // Plain C++ header: no device code, no absl.
 #pragma once
 
-#include <cstdint>
-
-#include <cuda_runtime_api.h>
-
-#include "engine/dtype.h"
+#include "kernels/common/launch_args.h"
 
 namespace arbiter::kernels {
 
-struct SimtArgs {
-  DType dtype = DType::kF32;
-  const void* a = nullptr;  // device, [m, k] row-major
-  const void* b = nullptr;  // device, [k, n] row-major
-  void* c = nullptr;        // device, [m, n] row-major, fully overwritten
-  int64_t m = 0, n = 0, k = 0;
-};
-
-// Enqueues the kernel on `stream`. cudaErrorInvalidValue for dims outside
-// [1, 2^31); otherwise the launch's own error.
-cudaError_t LaunchSimt(const SimtArgs& args, cudaStream_t stream);
+// LaunchSimt: no workspace, sm_count unused. cudaErrorInvalidValue for dims
+// outside [1, 2^31); otherwise the launch's own error.
+extern const Launcher kSimt;
 
 // Accuracy budgets (engine/contract.h's formula), shared by the contract, the
 // tests and bench/kernels: f32 accumulation for f32/f16/bf16, f64 for f64.

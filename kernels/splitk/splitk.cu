@@ -1,13 +1,12 @@
-// splitk: the mma_tiled main loop (kernels/mma_tiled/tile_mainloop.cuh) run over
-// one K slice per CTA, then a reduction.
+// splitk: the mma_tiled main loop (kernels/common/tile_mainloop.cuh) run over
+// one K slice per CTA, then a reduction (kernels/common/split_reduce.h).
 //
 // Launch geometry of the partial kernel: grid.x walks N in steps of the tile
 // (ceil_div(N, T)), grid.y walks M (ceil_div(M, T)), grid.z walks the K splits
 // (split z covers K [z * k_chunk, min(K, (z + 1) * k_chunk))). T is 64 (4 warps,
 // 32 x 32 each) when M and N are both at least 64, else 32 (4 warps, 16 x 16).
 // The reduce / convert kernels are 1-D: grid.x walks the M*N elements of C in
-// row-major order, 256 per block (8 per block, a warp each, from 32 splits up),
-// grid-stride beyond that. Operands that are not
+// row-major order (split_reduce.h). Operands that are not
 // 16-byte loadable as given are first copied into zero-padded scratch
 // (PadColumnsKernel, tile_mainloop.cuh), which changes no bits.
 //
@@ -23,10 +22,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include "kernels/mma_tiled/tile_mainloop.cuh"
+#include "kernels/common/split_reduce.h"
+#include "kernels/common/tile_mainloop.cuh"
 
 namespace arbiter::kernels {
 namespace {
@@ -36,10 +33,6 @@ using Tile64 = mma_tile::TileShape<64, 64, 32, 2, 2, 4>;
 
 constexpr int kMinSplitK = 256;      // K per split: 8 k-tiles, so the 4-stage ring fills
 constexpr int kCtasPerSm = 4;        // 128-thread CTAs wanted per SM
-constexpr int kReduceThreads = 256;
-constexpr int kWarpReduceSplits = 32;  // from this many splits, a warp per element
-
-int64_t CeilDiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
 struct Plan {
   int tile = 32;     // square CTA tile: 32 or 64
@@ -47,7 +40,7 @@ struct Plan {
   int k_chunk = 0;   // multiple of 32 (BK): cp.async chunks never straddle a split
 };
 
-Plan MakePlan(const SplitKArgs& args) {
+Plan MakePlan(const LaunchArgs& args) {
   Plan plan;
   plan.tile = std::min(args.m, args.n) >= 64 ? 64 : 32;
   const int64_t tiles = CeilDiv(args.m, plan.tile) * CeilDiv(args.n, plan.tile);
@@ -60,20 +53,11 @@ Plan MakePlan(const SplitKArgs& args) {
 }
 
 // Partial slabs (splits of them, or one for the atomic variant), 256-byte multiple.
-size_t PartialBytes(const SplitKArgs& args, const Plan& plan) {
-  const size_t slabs = args.atomic ? 1 : static_cast<size_t>(plan.splits);
+size_t PartialBytes(const LaunchArgs& args, bool atomic, const Plan& plan) {
+  const size_t slabs = atomic ? 1 : static_cast<size_t>(plan.splits);
   const size_t bytes =
       slabs * static_cast<size_t>(args.m) * static_cast<size_t>(args.n) * sizeof(float);
   return (bytes + 255) / 256 * 256;
-}
-
-template <bool kBf16>
-__device__ __forceinline__ uint16_t ToStorage(float v) {
-  if constexpr (kBf16) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  } else {
-    return __half_as_ushort(__float2half_rn(v));
-  }
 }
 
 template <class Shape, bool kBf16, bool kAtomic>
@@ -102,41 +86,8 @@ __global__ void __launch_bounds__(Shape::kThreads)
   });
 }
 
-// Sums the split slabs of each element in split order and rounds to storage.
-template <bool kBf16>
-__global__ void __launch_bounds__(kReduceThreads)
-    SplitKReduceKernel(const float* __restrict__ partials, uint16_t* __restrict__ c, int64_t mn,
-                       int splits) {
-  for (int64_t i = blockIdx.x * int64_t{kReduceThreads} + threadIdx.x; i < mn;
-       i += int64_t{gridDim.x} * kReduceThreads) {
-    float sum = partials[i];
-    for (int s = 1; s < splits; ++s) sum += partials[s * mn + i];
-    c[i] = ToStorage<kBf16>(sum);
-  }
-}
-
-// Many splits and few elements: one warp per element. Lane l adds splits l,
-// l + 32, ... in order, then a fixed xor-shuffle tree adds the lanes: a fixed
-// order still (deterministic), with 32 loads in flight instead of one.
-template <bool kBf16>
-__global__ void __launch_bounds__(256)
-    SplitKReduceWarpKernel(const float* __restrict__ partials, uint16_t* __restrict__ c, int64_t mn,
-           int splits) {
-  const int lane = threadIdx.x % 32;
-  for (int64_t i = (blockIdx.x * int64_t{256} + threadIdx.x) / 32; i < mn;
-       i += int64_t{gridDim.x} * (256 / 32)) {
-    float sum = 0.f;
-    for (int s = lane; s < splits; s += 32) sum += partials[s * mn + i];
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    }
-    if (lane == 0) c[i] = ToStorage<kBf16>(sum);
-  }
-}
-
 template <class Shape, bool kBf16, bool kAtomic>
-cudaError_t LaunchPartial(const SplitKArgs& args, const Plan& plan, const mma_tile::Operand& a,
+cudaError_t LaunchPartial(const LaunchArgs& args, const Plan& plan, const mma_tile::Operand& a,
                           const mma_tile::Operand& b, float* partials, cudaStream_t stream) {
   auto* kernel = &SplitKPartialKernel<Shape, kBf16, kAtomic>;
   static const cudaError_t attr = cudaFuncSetAttribute(
@@ -153,7 +104,7 @@ cudaError_t LaunchPartial(const SplitKArgs& args, const Plan& plan, const mma_ti
 }
 
 template <bool kBf16, bool kAtomic>
-cudaError_t LaunchVariant(const SplitKArgs& args, const Plan& plan, cudaStream_t stream) {
+cudaError_t LaunchVariant(const LaunchArgs& args, const Plan& plan, cudaStream_t stream) {
   auto* partials = static_cast<float*>(args.workspace);
   const int64_t mn = args.m * args.n;
   if constexpr (kAtomic) {
@@ -163,7 +114,7 @@ cudaError_t LaunchVariant(const SplitKArgs& args, const Plan& plan, cudaStream_t
   mma_tile::Operand a{static_cast<const uint16_t*>(args.a), static_cast<int>(args.k)};
   mma_tile::Operand b{static_cast<const uint16_t*>(args.b), static_cast<int>(args.n)};
   if (mma_tile::NeedsPadding(args.a, args.b, args.n, args.k)) {
-    char* scratch = static_cast<char*>(args.workspace) + PartialBytes(args, plan);
+    char* scratch = static_cast<char*>(args.workspace) + PartialBytes(args, kAtomic, plan);
     cudaError_t err = mma_tile::PadOperand(args.a, args.m, args.k, scratch, stream, &a);
     if (err != cudaSuccess) return err;
     err = mma_tile::PadOperand(args.b, args.k, args.n,
@@ -174,52 +125,53 @@ cudaError_t LaunchVariant(const SplitKArgs& args, const Plan& plan, cudaStream_t
       plan.tile == 64 ? LaunchPartial<Tile64, kBf16, kAtomic>(args, plan, a, b, partials, stream)
                       : LaunchPartial<Tile32, kBf16, kAtomic>(args, plan, a, b, partials, stream);
   if (err != cudaSuccess) return err;
-  // The reduction order depends on the plan alone.
-  if (!kAtomic && plan.splits >= kWarpReduceSplits) {
-    const int64_t warp_blocks = std::min<int64_t>(CeilDiv(mn, 8), int64_t{1} << 16);
-    SplitKReduceWarpKernel<kBf16><<<static_cast<unsigned>(warp_blocks), 256, 0, stream>>>(
-        partials, static_cast<uint16_t*>(args.c), mn, plan.splits);
-    return cudaGetLastError();
-  }
-  const int64_t blocks = std::min<int64_t>(CeilDiv(mn, kReduceThreads), int64_t{1} << 20);
-  // The atomic variant converts its one slab: a reduction over a single split.
-  SplitKReduceKernel<kBf16><<<static_cast<unsigned>(blocks), kReduceThreads, 0, stream>>>(
-      partials, static_cast<uint16_t*>(args.c), mn, kAtomic ? 1 : plan.splits);
-  return cudaGetLastError();
+  // The reduction order depends on the plan alone. The atomic variant converts
+  // its one slab: a reduction over a single split.
+  return LaunchSplitReduce(args.dtype, partials, mn, kAtomic ? 1 : plan.splits, args.c, stream);
 }
 
-}  // namespace
-
-size_t SplitKWorkspaceBytes(const SplitKArgs& args) {
+size_t WorkspaceBytes(const LaunchArgs& args, bool atomic) {
   if (args.m < 1 || args.n < 1 || args.k < 1) return 0;
-  size_t bytes = PartialBytes(args, MakePlan(args));
+  size_t bytes = PartialBytes(args, atomic, MakePlan(args));
   if (mma_tile::NeedsPadding(args.a, args.b, args.n, args.k)) {
     bytes += mma_tile::PaddedBytes(args.m, args.k) + mma_tile::PaddedBytes(args.k, args.n);
   }
   return bytes;
 }
 
-cudaError_t LaunchSplitK(const SplitKArgs& args, cudaStream_t stream) {
-  constexpr int64_t kMaxDim = int64_t{1} << 31;
-  if (args.m < 1 || args.n < 1 || args.k < 1 || args.m >= kMaxDim || args.n >= kMaxDim ||
-      args.k >= kMaxDim) {
-    return cudaErrorInvalidValue;
-  }
-  if (args.workspace == nullptr || args.workspace_bytes < SplitKWorkspaceBytes(args) ||
+cudaError_t Launch(const LaunchArgs& args, bool atomic, cudaStream_t stream) {
+  if (!DimsInRange(args)) return cudaErrorInvalidValue;
+  if (args.workspace == nullptr || args.workspace_bytes < WorkspaceBytes(args, atomic) ||
       !mma_tile::Aligned16(args.workspace)) {
     return cudaErrorInvalidValue;
   }
   const Plan plan = MakePlan(args);
   switch (args.dtype) {
     case DType::kF16:
-      return args.atomic ? LaunchVariant<false, true>(args, plan, stream)
-                         : LaunchVariant<false, false>(args, plan, stream);
+      return atomic ? LaunchVariant<false, true>(args, plan, stream)
+                    : LaunchVariant<false, false>(args, plan, stream);
     case DType::kBF16:
-      return args.atomic ? LaunchVariant<true, true>(args, plan, stream)
-                         : LaunchVariant<true, false>(args, plan, stream);
+      return atomic ? LaunchVariant<true, true>(args, plan, stream)
+                    : LaunchVariant<true, false>(args, plan, stream);
     default:
       return cudaErrorInvalidValue;
   }
 }
+
+size_t SplitKWorkspaceBytes(const LaunchArgs& args) { return WorkspaceBytes(args, false); }
+size_t SplitKAtomicWorkspaceBytes(const LaunchArgs& args) { return WorkspaceBytes(args, true); }
+
+cudaError_t LaunchSplitK(const LaunchArgs& args, cudaStream_t stream) {
+  return Launch(args, false, stream);
+}
+cudaError_t LaunchSplitKAtomic(const LaunchArgs& args, cudaStream_t stream) {
+  return Launch(args, true, stream);
+}
+
+}  // namespace
+
+const Launcher kSplitK = {"LaunchSplitK", LaunchSplitK, SplitKWorkspaceBytes};
+const Launcher kSplitKAtomic = {"LaunchSplitKAtomic", LaunchSplitKAtomic,
+                                SplitKAtomicWorkspaceBytes};
 
 }  // namespace arbiter::kernels

@@ -6,39 +6,21 @@
 //    sums the partials in split order (run-to-run deterministic).
 //  - splitk_atomic: each split atomically adds into one f32 scratch matrix, then
 //    a kernel converts it to C (nondeterministic: float addition order varies).
+// The split count aims to fill args.sm_count multiprocessors.
 // Plain C++ header: no device code, no absl.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-
-#include <cuda_runtime_api.h>
-
-#include "engine/dtype.h"
+#include "kernels/common/launch_args.h"
 
 namespace arbiter::kernels {
 
-struct SplitKArgs {
-  DType dtype = DType::kF16;  // kF16 or kBF16
-  const void* a = nullptr;    // device, [m, k] row-major
-  const void* b = nullptr;    // device, [k, n] row-major
-  void* c = nullptr;          // device, [m, n] row-major, fully overwritten
-  int64_t m = 0, n = 0, k = 0;
-  bool atomic = false;        // the splitk_atomic variant
-  int sm_count = 132;         // multiprocessors: the split count aims to fill them
-  void* workspace = nullptr;  // device scratch of SplitKWorkspaceBytes(*this) bytes
-  size_t workspace_bytes = 0;
-};
-
-// Scratch the launch needs: splits * M * N floats (M * N with `atomic`), plus
-// zero-padded copies of A and B when they are not 16-byte loadable as given
-// (K or N not a multiple of 8, or unaligned pointers).
-size_t SplitKWorkspaceBytes(const SplitKArgs& args);
-
-// Enqueues the kernels on `stream`. cudaErrorInvalidValue for a dtype other than
-// f16/bf16, dims outside [1, 2^31) or too little workspace; otherwise the first
-// launch error.
-cudaError_t LaunchSplitK(const SplitKArgs& args, cudaStream_t stream);
+// LaunchSplitK and LaunchSplitKAtomic. Workspace: splits * M * N floats
+// (M * N for the atomic variant), plus zero-padded copies of A and B when they
+// are not 16-byte loadable as given (K or N not a multiple of 8, or unaligned
+// pointers). cudaErrorInvalidValue for a dtype other than f16/bf16, dims outside
+// [1, 2^31) or too little workspace; otherwise the first launch error.
+extern const Launcher kSplitK;
+extern const Launcher kSplitKAtomic;
 
 // Accuracy budget (engine/contract.h's formula) of both variants, shared by the
 // contracts, the tests and bench/kernels.

@@ -1,6 +1,7 @@
 // Registration of the splitk candidates: "splitk" (fixed-order reduction of
 // per-split partials, run_to_run) and "splitk_atomic" (f32 atomics,
-// nondeterministic), each with f16 and bf16 members. The kernels, their launch
+// nondeterministic), each with f16 and bf16 members whose KernelFns launch on a
+// CudaBackend stream (kernels/common/family.h). The kernels, their launch
 // geometry and why each is (non)deterministic: splitk.cu.
 #pragma once
 
@@ -8,11 +9,8 @@
 
 #include "engine/candidate.h"
 
-namespace arbiter {
+namespace arbiter::kernels {
 
-// The member KernelFns take their cudaStream_t and scratch from
-// arbiter::cuda::Resources / arbiter::cuda::Scratch
-// (backends/cuda/cuda_resources.h), resolved when the daemon links arbiter_cuda.
 std::vector<CandidateSpec> MakeSplitkCandidate();
 
-}  // namespace arbiter
+}  // namespace arbiter::kernels

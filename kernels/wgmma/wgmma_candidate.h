@@ -4,8 +4,7 @@
 // selection decides which tile serves which shape bucket.
 //
 // The KernelFn runs on the CudaBackend stream in GemmArgs (via
-// arbiter::cuda::Resources), so link this library into the CUDA backend, which
-// provides Resources() and CudaStatus().
+// arbiter::cuda::Resources, backends/cuda/cuda_resources.h).
 #pragma once
 
 #include <vector>

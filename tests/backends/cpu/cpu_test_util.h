@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/cpu_candidates.h"
 #include "engine/candidate.h"
 #include "engine/measurer.h"
 #include "engine/oracle.h"

@@ -1,5 +1,6 @@
 // The CUDA backend's rules that need no GPU: architecture claims, and that a
 // machine without a GPU reports none instead of crashing.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include "backends/cuda/cuda_backend.h"
@@ -35,9 +36,14 @@ TEST(CudaArchitectureTest, CpuAndMalformedClaimsAreRefusedWithReason) {
   }
 }
 
-TEST(CudaBackendNoGpuTest, VisibleDevicesAnswersWithoutCrashing) {
-  // On a machine without a driver or GPU this must be 0, not an abort.
-  EXPECT_GE(CudaBackend::VisibleDevices(), 0);
+// Without a driver or GPU the runtime answers an error, never a count: that
+// must read as no devices (so `--backend auto` serves on the CPU), not as an
+// abort or whatever the count variable held.
+TEST(CudaBackendNoGpuTest, VisibleDevicesIsTheRuntimeCountOrZero) {
+  int count = -1;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  EXPECT_EQ(CudaBackend::VisibleDevices(), err == cudaSuccess ? count : 0)
+      << "cudaGetDeviceCount: " << cudaGetErrorName(err);
 }
 
 TEST(CudaBackendNoGpuTest, CreateOnAMissingDeviceIsUnavailable) {

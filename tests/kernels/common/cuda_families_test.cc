@@ -22,7 +22,7 @@
 #include "kernels/mma_warp/mma_warp.h"
 #include "kernels/simt/simt.h"
 #include "kernels/splitk/splitk.h"
-#include "tests/kernels/cuda_families/device_gemm.h"
+#include "tests/kernels/common/device_gemm.h"
 
 namespace arbiter::kernels {
 namespace {
@@ -33,24 +33,7 @@ struct Shape {
   int64_t m, n, k;
 };
 
-// Launch on `stream` with A read from `a` (gemm.a() or gemm.misaligned_a()),
-// planning for `sm_count` multiprocessors where the family looks at it.
-using Runner = std::function<cudaError_t(const DeviceGemm& gemm, const void* a, int sm_count,
-                                         cudaStream_t stream)>;
-
-struct Family {
-  std::string name;
-  std::vector<DType> dtypes;
-  int64_t max_m = INT64_MAX;
-  Determinism determinism = Determinism::kNondeterministic;
-  bool alignment_paths = false;  // takes another path (padding, element loads) when unaligned
-  std::function<AccuracyBudget(DType)> budget;
-  Runner run;
-};
-
-void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
-
-// Scratch for splitk, grown on demand and kept for the process.
+// Scratch, grown on demand and kept for the process.
 void* Workspace(size_t bytes) {
   static void* ptr = nullptr;
   static size_t size = 0;
@@ -63,9 +46,12 @@ void* Workspace(size_t bytes) {
   return ptr;
 }
 
-template <class Args>
-Args Fill(const DeviceGemm& g, const void* a) {
-  Args args;
+// Launches `launcher` on `stream` for g's problem with A read from `a` (g.a()
+// or g.misaligned_a()), planning for `sm_count` multiprocessors where the
+// family looks at it, with the scratch the family asks for.
+cudaError_t Launch(const Launcher& launcher, const DeviceGemm& g, const void* a, int sm_count,
+                   cudaStream_t stream) {
+  LaunchArgs args;
   args.dtype = g.problem().dtype;
   args.a = a;
   args.b = g.b();
@@ -73,57 +59,45 @@ Args Fill(const DeviceGemm& g, const void* a) {
   args.m = g.problem().m;
   args.n = g.problem().n;
   args.k = g.problem().k;
-  return args;
+  args.sm_count = sm_count;
+  if (launcher.workspace_bytes != nullptr) {
+    args.workspace_bytes = launcher.workspace_bytes(args);
+    args.workspace = Workspace(args.workspace_bytes);
+  }
+  return launcher.launch(args, stream);
 }
 
-Runner SplitKRunner(bool atomic) {
-  return [atomic](const DeviceGemm& g, const void* a, int sm_count, cudaStream_t s) {
-    SplitKArgs args = Fill<SplitKArgs>(g, a);
-    args.atomic = atomic;
-    args.sm_count = sm_count;
-    args.workspace_bytes = SplitKWorkspaceBytes(args);
-    args.workspace = Workspace(args.workspace_bytes);
-    return LaunchSplitK(args, s);
-  };
-}
+struct Family {
+  std::string name;
+  std::vector<DType> dtypes;
+  int64_t max_m = INT64_MAX;
+  Determinism determinism = Determinism::kNondeterministic;
+  bool alignment_paths = false;  // takes another path (padding, element loads) when unaligned
+  std::function<AccuracyBudget(DType)> budget;
+  Launcher launcher;
+};
 
-Runner MmaTiledRunner() {
-  return [](const DeviceGemm& g, const void* a, int sm_count, cudaStream_t s) {
-    MmaTiledArgs args = Fill<MmaTiledArgs>(g, a);
-    args.sm_count = sm_count;
-    args.workspace_bytes = MmaTiledWorkspaceBytes(args);
-    args.workspace = Workspace(args.workspace_bytes);
-    return LaunchMmaTiled(args, s);
-  };
-}
+void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
 
 std::vector<Family> AllFamilies() {
   const std::vector<DType> half_types = {DType::kF16, DType::kBF16};
   std::vector<Family> families;
   families.push_back({"mma_warp", half_types, INT64_MAX, Determinism::kBatchInvariant, false,
                       [](DType) { return AccuracyBudget{kMmaWarpBudgetAbs, kMmaWarpBudgetRel}; },
-                      [](const DeviceGemm& g, const void* a, int, cudaStream_t s) {
-                        return LaunchMmaWarp(Fill<MmaWarpArgs>(g, a), s);
-                      }});
+                      kMmaWarp});
   families.push_back({"mma_tiled", half_types, INT64_MAX, Determinism::kBatchInvariant, true,
                       [](DType) { return AccuracyBudget{kMmaTiledBudgetAbs, kMmaTiledBudgetRel}; },
-                      MmaTiledRunner()});
+                      kMmaTiled});
   families.push_back({"splitk", half_types, INT64_MAX, Determinism::kRunToRun, true,
                       [](DType) { return AccuracyBudget{kSplitKBudgetAbs, kSplitKBudgetRel}; },
-                      SplitKRunner(false)});
+                      kSplitK});
   families.push_back({"splitk_atomic", half_types, INT64_MAX, Determinism::kNondeterministic,
                       true,
                       [](DType) { return AccuracyBudget{kSplitKBudgetAbs, kSplitKBudgetRel}; },
-                      SplitKRunner(true)});
+                      kSplitKAtomic});
   families.push_back({"gemv", half_types, kGemvMaxM, Determinism::kBatchInvariant, true,
                       [](DType) { return AccuracyBudget{kGemvBudgetAbs, kGemvBudgetRel}; },
-                      [](const DeviceGemm& g, const void* a, int sm_count, cudaStream_t s) {
-                        GemvArgs args = Fill<GemvArgs>(g, a);
-                        args.sm_count = sm_count;
-                        args.workspace_bytes = GemvWorkspaceBytes(args);
-                        args.workspace = Workspace(args.workspace_bytes);
-                        return LaunchGemv(args, s);
-                      }});
+                      kGemv});
   families.push_back(
       {"simt", {DType::kF32, DType::kF64, DType::kF16, DType::kBF16}, INT64_MAX,
        Determinism::kBatchInvariant, false,
@@ -131,9 +105,7 @@ std::vector<Family> AllFamilies() {
          return d == DType::kF64 ? AccuracyBudget{kSimtF64BudgetAbs, kSimtF64BudgetRel}
                                  : AccuracyBudget{kSimtBudgetAbs, kSimtBudgetRel};
        },
-       [](const DeviceGemm& g, const void* a, int, cudaStream_t s) {
-         return LaunchSimt(Fill<SimtArgs>(g, a), s);
-       }});
+       kSimt});
   return families;
 }
 
@@ -162,8 +134,8 @@ class CudaFamilyTest : public ::testing::TestWithParam<Family> {
   // Poisons C, launches, and checks the launch returned cudaSuccess.
   ::testing::AssertionResult Run(DeviceGemm& g, const void* a = nullptr, int sm_count = 0) {
     g.PoisonC();
-    const cudaError_t err =
-        GetParam().run(g, a ? a : g.a(), sm_count ? sm_count : sm_count_, stream_);
+    const cudaError_t err = Launch(GetParam().launcher, g, a ? a : g.a(),
+                                   sm_count ? sm_count : sm_count_, stream_);
     if (err != cudaSuccess) {
       return ::testing::AssertionFailure()
              << GetParam().name << " launch on " << g.problem() << ": " << cudaGetErrorName(err);
@@ -291,7 +263,7 @@ TEST_F(CudaStreamTest, MmaTiledTileShapeDoesNotChangeBits) {
     for (int i = 0; i < 2; ++i) {
       g.PoisonC();
       // Large tiles (one SM is always filled), then small ones.
-      ASSERT_EQ(MmaTiledRunner()(g, g.a(), i == 0 ? 1 : 1 << 20, stream_), cudaSuccess);
+      ASSERT_EQ(Launch(kMmaTiled, g, g.a(), i == 0 ? 1 : 1 << 20, stream_), cudaSuccess);
       EXPECT_TRUE(g.Matches({kMmaTiledBudgetAbs, kMmaTiledBudgetRel}));
       outputs[i] = g.DownloadC();
     }
@@ -308,7 +280,8 @@ TEST_F(CudaStreamTest, SplitKMatchesReferenceAtEverySplitCount) {
       DeviceGemm g(Problem{DType::kBF16, s.m, s.n, s.k}, seed++);
       for (int sm_count : {1, 8, 132, 1 << 20}) {
         g.PoisonC();
-        ASSERT_EQ(SplitKRunner(atomic)(g, g.a(), sm_count, stream_), cudaSuccess);
+        ASSERT_EQ(Launch(atomic ? kSplitKAtomic : kSplitK, g, g.a(), sm_count, stream_),
+                  cudaSuccess);
         EXPECT_TRUE(g.Matches({kSplitKBudgetAbs, kSplitKBudgetRel}))
             << (atomic ? "splitk_atomic" : "splitk") << " at sm_count " << sm_count;
       }
@@ -324,12 +297,8 @@ TEST_F(CudaStreamTest, GemvMatchesReferenceAtEverySplitCount) {
                          Shape{3, 1000, 20000}}) {
     DeviceGemm g(Problem{DType::kF16, s.m, s.n, s.k}, seed++);
     for (int sm_count : {1, 8, 132, 1 << 20}) {
-      GemvArgs args = Fill<GemvArgs>(g, g.a());
-      args.sm_count = sm_count;
-      args.workspace_bytes = GemvWorkspaceBytes(args);
-      args.workspace = Workspace(args.workspace_bytes);
       g.PoisonC();
-      ASSERT_EQ(LaunchGemv(args, stream_), cudaSuccess);
+      ASSERT_EQ(Launch(kGemv, g, g.a(), sm_count, stream_), cudaSuccess);
       EXPECT_TRUE(g.Matches({kGemvBudgetAbs, kGemvBudgetRel})) << "gemv at sm_count " << sm_count;
     }
   }
@@ -337,33 +306,34 @@ TEST_F(CudaStreamTest, GemvMatchesReferenceAtEverySplitCount) {
 
 // Refusals need no device: they return before any CUDA call.
 TEST(CudaFamilyLaunchers, RefuseWhatTheyDoNotCover) {
-  GemvArgs gemv;
+  LaunchArgs gemv;
   gemv.dtype = DType::kF16;
   gemv.m = kGemvMaxM + 1;
   gemv.n = gemv.k = 64;
-  EXPECT_EQ(LaunchGemv(gemv, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(kGemv.launch(gemv, nullptr), cudaErrorInvalidValue);
   gemv.m = 1;
   gemv.n = 64;
   gemv.k = 65536;  // two column blocks for 132 SMs: splits K, needs workspace
-  ASSERT_GT(GemvWorkspaceBytes(gemv), 0u);
-  EXPECT_EQ(LaunchGemv(gemv, nullptr), cudaErrorInvalidValue);
-  MmaWarpArgs warp;
+  ASSERT_GT(kGemv.workspace_bytes(gemv), 0u);
+  EXPECT_EQ(kGemv.launch(gemv, nullptr), cudaErrorInvalidValue);
+  LaunchArgs warp;
   warp.dtype = DType::kF32;
   warp.m = warp.n = warp.k = 64;
-  EXPECT_EQ(LaunchMmaWarp(warp, nullptr), cudaErrorInvalidValue);
-  MmaTiledArgs tiled;
+  EXPECT_EQ(kMmaWarp.launch(warp, nullptr), cudaErrorInvalidValue);
+  LaunchArgs tiled;
   tiled.dtype = DType::kF16;
   tiled.m = 0;
   tiled.n = tiled.k = 64;
-  EXPECT_EQ(LaunchMmaTiled(tiled, nullptr), cudaErrorInvalidValue);
-  SplitKArgs splitk;
+  EXPECT_EQ(kMmaTiled.launch(tiled, nullptr), cudaErrorInvalidValue);
+  LaunchArgs splitk;
   splitk.dtype = DType::kF16;
   splitk.m = splitk.n = splitk.k = 64;  // no workspace
-  EXPECT_EQ(LaunchSplitK(splitk, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(kSplitK.launch(splitk, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(kSplitKAtomic.launch(splitk, nullptr), cudaErrorInvalidValue);
   tiled.m = 64;
   tiled.k = 63;  // needs padded operands: workspace
-  ASSERT_GT(MmaTiledWorkspaceBytes(tiled), 0u);
-  EXPECT_EQ(LaunchMmaTiled(tiled, nullptr), cudaErrorInvalidValue);
+  ASSERT_GT(kMmaTiled.workspace_bytes(tiled), 0u);
+  EXPECT_EQ(kMmaTiled.launch(tiled, nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace

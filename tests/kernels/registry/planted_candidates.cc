@@ -1,4 +1,4 @@
-#include "tests/backends/cpu/planted_candidates.h"
+#include "tests/kernels/registry/planted_candidates.h"
 
 #include <string>
 #include <vector>

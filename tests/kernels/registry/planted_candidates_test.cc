@@ -1,6 +1,6 @@
 // The planted candidates fail the way the engine tests rely on: against their
 // own (ordinary) contracts, through the oracle.
-#include "tests/backends/cpu/planted_candidates.h"
+#include "tests/kernels/registry/planted_candidates.h"
 
 #include <gtest/gtest.h>
 

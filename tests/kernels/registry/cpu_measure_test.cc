@@ -8,8 +8,9 @@
 
 #include "engine/measurer.h"
 #include "engine/registry.h"
+#include "kernels/registry/cpu_candidates.h"
 #include "tests/backends/cpu/cpu_test_util.h"
-#include "tests/backends/cpu/planted_candidates.h"
+#include "tests/kernels/registry/planted_candidates.h"
 
 namespace arbiter::testing {
 namespace {

@@ -1,5 +1,7 @@
 // The candidates the CPU backend serves with: cpu_reference (tier 1),
-// cpu_blocked (tier 2) and openblas (tier 3, f32/f64 only).
+// cpu_blocked (tier 2) and openblas (tier 3, f32/f64 only). Part of the
+// registry, the one place above the runtime and the kernels that lists what a
+// daemon serves.
 #pragma once
 
 #include <vector>

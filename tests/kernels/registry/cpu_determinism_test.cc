@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu_blocked/cpu_blocked.h"
+#include "kernels/registry/cpu_candidates.h"
 #include "tests/backends/cpu/cpu_test_util.h"
 
 namespace arbiter::testing {

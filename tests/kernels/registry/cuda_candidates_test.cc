@@ -1,5 +1,5 @@
 // Every CUDA candidate built into this binary (CudaCandidates: the cuBLAS
-// delegates and whichever kernel families exist) against the device f64
+// delegates and the hand-written kernel families) against the device f64
 // reference, on NaN-poisoned C, across square, skinny (M 1..64), large-K,
 // ragged and non-square shapes; shapes a contract does not cover are skipped
 // by its declared coverage, never by trying. Then the determinism claims are
@@ -19,11 +19,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/cuda_candidates.h"
 #include "engine/candidate.h"
 #include "engine/contract.h"
 #include "engine/measurer.h"
 #include "engine/oracle.h"
+#include "kernels/registry/cuda_candidates.h"
 
 namespace arbiter::cuda {
 namespace {

@@ -1,4 +1,4 @@
-#include "backends/cpu/cpu_candidates.h"
+#include "kernels/registry/cpu_candidates.h"
 
 #include "kernels/cpu_blocked/cpu_blocked.h"
 #include "kernels/cpu_reference/cpu_reference.h"

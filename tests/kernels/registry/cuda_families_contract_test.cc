@@ -21,9 +21,10 @@ namespace arbiter {
 namespace {
 
 std::vector<CandidateSpec> All() {
-  std::vector<CandidateSpec> specs = {MakeMmaWarpCandidate(), MakeMmaTiledCandidate(),
-                                      MakeGemvCandidate(), MakeSimtCandidate()};
-  for (CandidateSpec& s : MakeSplitkCandidate()) specs.push_back(std::move(s));
+  std::vector<CandidateSpec> specs = {kernels::MakeMmaWarpCandidate(),
+                                      kernels::MakeMmaTiledCandidate(), kernels::MakeGemvCandidate(),
+                                      kernels::MakeSimtCandidate()};
+  for (CandidateSpec& s : kernels::MakeSplitkCandidate()) specs.push_back(std::move(s));
   return specs;
 }
 

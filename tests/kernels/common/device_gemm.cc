@@ -1,4 +1,4 @@
-#include "tests/kernels/cuda_families/device_gemm.h"
+#include "tests/kernels/common/device_gemm.h"
 
 #include <algorithm>
 #include <cmath>

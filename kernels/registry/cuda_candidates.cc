@@ -1,0 +1,36 @@
+#include "kernels/registry/cuda_candidates.h"
+
+#include <utility>
+
+#include "kernels/cublas/cublas_candidates.h"
+#include "kernels/gemv/gemv_candidate.h"
+#include "kernels/mma_tiled/mma_tiled_candidate.h"
+#include "kernels/mma_warp/mma_warp_candidate.h"
+#include "kernels/simt/simt_candidate.h"
+#include "kernels/splitk/splitk_candidate.h"
+#include "kernels/wgmma/wgmma_candidate.h"
+
+namespace arbiter::cuda {
+namespace {
+
+void Add(std::vector<CandidateSpec>& out, CandidateSpec spec) { out.push_back(std::move(spec)); }
+void Add(std::vector<CandidateSpec>& out, std::vector<CandidateSpec> specs) {
+  for (CandidateSpec& s : specs) out.push_back(std::move(s));
+}
+
+}  // namespace
+
+std::vector<CandidateSpec> CudaCandidates(CudaBackend& backend) {
+  (void)backend;  // every family is listed; the registry checks each claim against the device
+  std::vector<CandidateSpec> out;
+  Add(out, cublas::MakeCublasCandidates());
+  Add(out, kernels::MakeMmaWarpCandidate());
+  Add(out, kernels::MakeMmaTiledCandidate());
+  Add(out, kernels::MakeSplitkCandidate());
+  Add(out, kernels::MakeGemvCandidate());
+  Add(out, kernels::MakeSimtCandidate());
+  Add(out, MakeWgmmaCandidates());
+  return out;
+}
+
+}  // namespace arbiter::cuda
