@@ -408,9 +408,9 @@ void CublasLt(const Op& op, int rank, cudaStream_t s) {
                               op.c, p.c, &p.algos[rank], g.lt_workspace, g.lt_workspace_bytes, s));
 }
 
-template <class Args>
-Args Fill(const Op& op) {
-  Args args;
+// A family through its Launcher (kernels/common/launch_args.h), with the scratch it asks for.
+void RunFamily(const k::Launcher& launcher, const Op& op, cudaStream_t s) {
+  k::LaunchArgs args;
   args.dtype = op.dtype;
   args.a = op.a;
   args.b = op.b;
@@ -418,32 +418,17 @@ Args Fill(const Op& op) {
   args.m = op.m;
   args.n = op.n;
   args.k = op.k;
-  return args;
+  args.sm_count = g.sm_count;
+  if (launcher.workspace_bytes != nullptr) {
+    args.workspace_bytes = launcher.workspace_bytes(args);
+    args.workspace = Workspace(args.workspace_bytes);
+  }
+  CUDA_CHECK(launcher.launch(args, s));
 }
 
-void Skinny(const Op& op, cudaStream_t s) {
-  k::SkinnyArgs args = Fill<k::SkinnyArgs>(op);
-  args.sm_count = g.sm_count;
-  args.workspace_bytes = k::SkinnyWorkspaceBytes(args);
-  args.workspace = Workspace(args.workspace_bytes);
-  CUDA_CHECK(k::LaunchSkinny(args, s));
-}
-
-void Gemv(const Op& op, cudaStream_t s) {
-  k::GemvArgs args = Fill<k::GemvArgs>(op);
-  args.sm_count = g.sm_count;
-  args.workspace_bytes = k::GemvWorkspaceBytes(args);
-  args.workspace = Workspace(args.workspace_bytes);
-  CUDA_CHECK(k::LaunchGemv(args, s));
-}
-
-void SplitK(const Op& op, cudaStream_t s) {
-  k::SplitKArgs args = Fill<k::SplitKArgs>(op);
-  args.sm_count = g.sm_count;
-  args.workspace_bytes = k::SplitKWorkspaceBytes(args);
-  args.workspace = Workspace(args.workspace_bytes);
-  CUDA_CHECK(k::LaunchSplitK(args, s));
-}
+void Skinny(const Op& op, cudaStream_t s) { RunFamily(k::kSkinny, op, s); }
+void Gemv(const Op& op, cudaStream_t s) { RunFamily(k::kGemv, op, s); }
+void SplitK(const Op& op, cudaStream_t s) { RunFamily(k::kSplitK, op, s); }
 
 void Wgmma(const Op& op, arbiter::wgmma::WgmmaTile tile, cudaStream_t s) {
   arbiter::wgmma::WgmmaGemmArgs args;

@@ -7,6 +7,7 @@
 #include "kernels/mma_tiled/mma_tiled_candidate.h"
 #include "kernels/mma_warp/mma_warp_candidate.h"
 #include "kernels/simt/simt_candidate.h"
+#include "kernels/skinny/skinny_candidate.h"
 #include "kernels/splitk/splitk_candidate.h"
 #include "kernels/wgmma/wgmma_candidate.h"
 
@@ -30,6 +31,7 @@ std::vector<CandidateSpec> CudaCandidates(CudaBackend& backend) {
   Add(out, kernels::MakeGemvCandidate());
   Add(out, kernels::MakeSimtCandidate());
   Add(out, MakeWgmmaCandidates());
+  Add(out, kernels::MakeSkinnyCandidate());
   return out;
 }
 

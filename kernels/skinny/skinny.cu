@@ -25,8 +25,9 @@
 // s0 + s1 + ... in split order: with <= 8 splits they are the CTAs of one
 // thread-block cluster and each CTA adds a share of the strip's elements over
 // distributed shared memory; with more (N too narrow to fill the SMs) each
-// CTA writes an f32 slab [y][M][N] to workspace and SkinnyReduceKernel adds
-// the slabs in split order. Bitwise run-to-run deterministic. The K partition
+// CTA writes an f32 slab [y][M][N] to workspace and LaunchSplitReduce
+// (kernels/common/split_reduce.h) adds the slabs in split order. Bitwise
+// run-to-run deterministic. The K partition
 // and the order do not depend on M, nor on the member (TG, V) M selects, and
 // a token row's mma chain is the same in every member: batch invariant.
 //
@@ -42,8 +43,10 @@
 #include <cstdint>
 
 #include <cooperative_groups.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+
+#include "kernels/common/mma_sync.cuh"
+#include "kernels/common/split_reduce.h"
+#include "kernels/common/storage.cuh"
 
 namespace arbiter::kernels {
 namespace {
@@ -74,9 +77,6 @@ constexpr int kCtasPerSm = 3;         // CTAs per SM the plan fills (the small-M
 #endif
 constexpr int kMinRowsPerWarp = 64;   // a slice shorter than this is mostly ramp-up
 constexpr int kMaxSplits = 4096;
-constexpr int kWarpReduceSplits = 32;  // from this many splits, a warp per element
-
-int64_t CeilDiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
 struct Params {
   const uint16_t* a;
@@ -158,31 +158,6 @@ __device__ __forceinline__ uint32_t LoadA2(const uint16_t* p, bool ok) {
       : "=r"(v)
       : "l"(p), "r"(static_cast<int>(ok)));
   return v;
-}
-
-template <bool kBf16>
-__device__ __forceinline__ void Mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  if constexpr (kBf16) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-template <bool kBf16>
-__device__ __forceinline__ uint16_t ToStorage(float v) {
-  if constexpr (kBf16) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  } else {
-    return __half_as_ushort(__float2half_rn(v));
-  }
 }
 
 // One load batch: kUnroll k16 steps of B (4 rows x V columns each) and, where
@@ -333,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, CtasPerSmFor<TG>()) SkinnyKernel(con
                                     __byte_perm(x.b[u][2][f], x.b[u][3][f], 0x7632)};
 #pragma unroll
           for (int t = 0; t < TG; ++t) {
-            if (t < live_groups) Mma16816<kBf16>(acc[t][f], frag, a_frag[t][0], a_frag[t][1]);
+            if (t < live_groups) Mma16816<kBf16>(acc[t][f], frag, a_frag[t]);
           }
         }
       }
@@ -403,40 +378,10 @@ __global__ void __launch_bounds__(kThreads, CtasPerSmFor<TG>()) SkinnyKernel(con
   }
 }
 
-// Adds the split slabs of each element in split order and rounds to storage.
-template <bool kBf16>
-__global__ void __launch_bounds__(256)
-    SkinnyReduceKernel(const float* __restrict__ partials, uint16_t* __restrict__ c, int64_t mn,
-                       int splits) {
-  for (int64_t i = blockIdx.x * int64_t{256} + threadIdx.x; i < mn;
-       i += int64_t{gridDim.x} * 256) {
-    float sum = partials[i];
-    for (int s = 1; s < splits; ++s) sum += partials[s * mn + i];
-    c[i] = ToStorage<kBf16>(sum);
-  }
-}
-
-// Many splits and few elements: a warp per element. Lane l adds splits l,
-// l + 32, ... in order, then a fixed xor-shuffle tree adds the lanes.
-template <bool kBf16>
-__global__ void __launch_bounds__(256)
-    SkinnyReduceWarpKernel(const float* __restrict__ partials, uint16_t* __restrict__ c,
-                           int64_t mn, int splits) {
-  const int lane = threadIdx.x % 32;
-  for (int64_t i = (blockIdx.x * int64_t{256} + threadIdx.x) / 32; i < mn;
-       i += int64_t{gridDim.x} * (256 / 32)) {
-    float sum = 0.f;
-    for (int s = lane; s < splits; s += 32) sum += partials[s * mn + i];
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (lane == 0) c[i] = ToStorage<kBf16>(sum);
-  }
-}
-
 // ---- host side -------------------------------------------------------------------
 
 template <bool kBf16, int TG, int V, bool kElemB>
-cudaError_t LaunchMember(const SkinnyArgs& args, const SkinnyPlan& plan, const Params& p,
+cudaError_t LaunchMember(const LaunchArgs& args, const SkinnyPlan& plan, const Params& p,
                          cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(CeilDiv(args.n, 8 * V)),
                   static_cast<unsigned>(plan.splits));
@@ -460,26 +405,16 @@ cudaError_t LaunchMember(const SkinnyArgs& args, const SkinnyPlan& plan, const P
     const cudaError_t err = cudaLaunchKernelEx(&config, SkinnyKernel<kBf16, TG, V, kElemB, 1>, p);
     if (err != cudaSuccess) return err;
   }
-  cudaError_t err = cudaGetLastError();
+  const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || !plan.workspace) return err;
-  const int64_t mn = args.m * args.n;
-  auto* c = static_cast<uint16_t*>(args.c);
-  if (plan.splits >= kWarpReduceSplits) {
-    const int64_t blocks = std::min<int64_t>(CeilDiv(mn, 8), int64_t{1} << 16);
-    SkinnyReduceWarpKernel<kBf16>
-        <<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p.partials, c, mn, plan.splits);
-  } else {
-    const int64_t blocks = std::min<int64_t>(CeilDiv(mn, 256), int64_t{1} << 16);
-    SkinnyReduceKernel<kBf16>
-        <<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p.partials, c, mn, plan.splits);
-  }
-  return cudaGetLastError();
+  // The slabs in split order (kernels/common/split_reduce.h).
+  return LaunchSplitReduce(args.dtype, p.partials, args.m * args.n, plan.splits, args.c, stream);
 }
 
 bool Aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // Widest B load N's alignment allows (8, 4, 2 columns; 1 = element loads).
-int AlignedWidth(const SkinnyArgs& args) {
+int AlignedWidth(const LaunchArgs& args) {
   if (args.n % 8 == 0 && Aligned(args.b, 16)) return 8;
   if (args.n % 4 == 0 && Aligned(args.b, 8)) return 4;
   if (args.n % 2 == 0 && Aligned(args.b, 4)) return 2;
@@ -489,7 +424,7 @@ int AlignedWidth(const SkinnyArgs& args) {
 // Members by token groups of 8 (TG) and load width (V). Wider loads carry more
 // accumulators (2 * V * TG registers), so V narrows as M grows.
 template <bool kBf16, int TG>
-cudaError_t LaunchGroups(const SkinnyArgs& args, const SkinnyPlan& plan, const Params& p,
+cudaError_t LaunchGroups(const LaunchArgs& args, const SkinnyPlan& plan, const Params& p,
                          cudaStream_t stream) {
   constexpr int kMaxV = TG <= 2 ? 8 : TG <= 8 ? 4 : 2;
   const int width = std::min(AlignedWidth(args), kMaxV);
@@ -504,7 +439,7 @@ cudaError_t LaunchGroups(const SkinnyArgs& args, const SkinnyPlan& plan, const P
 }
 
 template <bool kBf16>
-cudaError_t LaunchDtype(const SkinnyArgs& args, const SkinnyPlan& plan, const Params& p,
+cudaError_t LaunchDtype(const LaunchArgs& args, const SkinnyPlan& plan, const Params& p,
                         cudaStream_t stream) {
   if (args.m <= 8) return LaunchGroups<kBf16, 1>(args, plan, p, stream);
   if (args.m <= 16) return LaunchGroups<kBf16, 2>(args, plan, p, stream);
@@ -553,7 +488,7 @@ SkinnyPlan MakeSkinnyPlan(int64_t n, int64_t k, int sm_count) {
   return best;
 }
 
-size_t SkinnyWorkspaceBytes(const SkinnyArgs& args) {
+size_t SkinnyWorkspaceBytes(const LaunchArgs& args) {
   if (args.m < 1 || args.n < 1 || args.k < 1) return 0;
   const SkinnyPlan plan = MakeSkinnyPlan(args.n, args.k, args.sm_count);
   if (!plan.workspace) return 0;
@@ -561,10 +496,9 @@ size_t SkinnyWorkspaceBytes(const SkinnyArgs& args) {
          static_cast<size_t>(args.n) * sizeof(float);
 }
 
-cudaError_t LaunchSkinny(const SkinnyArgs& args, cudaStream_t stream) {
-  constexpr int64_t kMaxDim = int64_t{1} << 31;
-  if (args.m < 1 || args.m > kSkinnyMaxM || args.n < 1 || args.k < 1 || args.n >= kMaxDim ||
-      args.k >= kMaxDim || args.a == nullptr || args.b == nullptr || args.c == nullptr) {
+cudaError_t LaunchSkinny(const LaunchArgs& args, cudaStream_t stream) {
+  if (!DimsInRange(args) || args.m > kSkinnyMaxM || args.a == nullptr || args.b == nullptr ||
+      args.c == nullptr) {
     return cudaErrorInvalidValue;
   }
   const SkinnyPlan plan = MakeSkinnyPlan(args.n, args.k, args.sm_count);

@@ -22,22 +22,11 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engine/dtype.h"
+#include "kernels/common/launch_args.h"
 
 namespace arbiter::kernels {
 
 inline constexpr int64_t kSkinnyMaxM = 128;
-
-struct SkinnyArgs {
-  DType dtype = DType::kF16;  // kF16 or kBF16
-  const void* a = nullptr;    // device, [m, k] row-major
-  const void* b = nullptr;    // device, [k, n] row-major
-  void* c = nullptr;          // device, [m, n] row-major, fully overwritten
-  int64_t m = 0, n = 0, k = 0;
-  int sm_count = 132;         // multiprocessors: the K split aims to fill them
-  void* workspace = nullptr;  // device scratch of SkinnyWorkspaceBytes(*this) bytes
-  size_t workspace_bytes = 0;
-};
 
 // How one launch divides the work; a function of N, K and the SM count only
 // (never of M), so a row of C is computed the same way whatever M is.
@@ -50,12 +39,13 @@ SkinnyPlan MakeSkinnyPlan(int64_t n, int64_t k, int sm_count);
 
 // Scratch the launch needs: 0 unless the plan adds splits through workspace
 // (splits * M * N floats).
-size_t SkinnyWorkspaceBytes(const SkinnyArgs& args);
+size_t SkinnyWorkspaceBytes(const LaunchArgs& args);
 
 // Enqueues the kernel(s) on `stream`. cudaErrorInvalidValue for a dtype other
-// than f16/bf16, M outside [1, 128], N or K outside [1, 2^31), or too little
-// workspace; else the first launch error. Needs an sm_90+ device.
-cudaError_t LaunchSkinny(const SkinnyArgs& args, cudaStream_t stream);
+// than f16/bf16, M outside [1, 128], N or K outside [1, 2^31), null operands or
+// too little workspace; else the first launch error. Needs an sm_90+ device.
+cudaError_t LaunchSkinny(const LaunchArgs& args, cudaStream_t stream);
+inline constexpr Launcher kSkinny = {"LaunchSkinny", LaunchSkinny, SkinnyWorkspaceBytes};
 
 // Accuracy budget (engine/contract.h's formula), shared by the contract, the
 // tests and the bench.
