@@ -886,7 +886,15 @@ int main(int argc, char** argv) {
     std::vector<const Candidate*> live;
     std::vector<double> headroom;
     for (const Candidate& c : candidates) {
-      if (!only.empty() && c.name.find(only) == std::string::npos && c.name != "cublas") continue;
+      if (!only.empty() && c.name != "cublas") {
+        // --only: comma-separated name fragments (cuBLAS always runs, for the ratio).
+        bool wanted = false;
+        std::stringstream list(only);
+        for (std::string part; std::getline(list, part, ',');) {
+          wanted |= !part.empty() && c.name.find(part) != std::string::npos;
+        }
+        if (!wanted) continue;
+      }
       if (!c.covers(op)) continue;
       const Verdict v = Check(c, buf, op, dev, st);
       std::printf("%-4s %-26s %-22s headroom %-8.3g %s\n", v.ok ? "ok" : "FAIL", ShapeText(s).c_str(),
