@@ -5,8 +5,14 @@
 # timing against cuBLAS), a SASS count and Nsight Compute on the new kernels,
 # all inside one deadline. Logs under $OUT (at most 8 files come back: the
 # suite's logs go as one tar); the summaries are printed last.
-#   usage: [SUITE=0] [NCU=0] [DEADLINE=560] bench/transformer/device_run.sh
+#   usage: [SUITE=0] [NCU=0] [DEADLINE=560] [BENCH_DIR=.device-k] [SUITE_DIR=.device-cuda] \
+#          bench/transformer/device_run.sh
+# (The device tool sends the session's checkout: from a helper's worktree, copy
+# both folders and this script into an ignored folder of that checkout and point
+# BENCH_DIR and SUITE_DIR there.)
 set -uo pipefail
+bench_dir=${BENCH_DIR:-.device-k}
+suite_dir=${SUITE_DIR:-.device-cuda}
 out=${OUT:-/tmp/out}
 work=/tmp/devrun
 rm -rf "$work" && mkdir -p "$work/suite" "$out"
@@ -18,21 +24,21 @@ export PATH="/usr/local/cuda/bin:$PATH"
 {
   date -u +"date %Y-%m-%dT%H:%M:%SZ"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,memory.total,power.limit,temperature.gpu --format=csv
-  echo "bench commit $(tr '\n' ' ' < .device-k/COMMIT 2>/dev/null)"
+  echo "bench commit $(tr '\n' ' ' < $bench_dir/COMMIT 2>/dev/null)"
 } > "$out/device.txt" 2>&1
 cat "$out/device.txt"
 
-if [[ ${SUITE:-1} == 1 && -x .device-cuda/suite.sh ]]; then
+if [[ ${SUITE:-1} == 1 && -x $suite_dir/suite.sh ]]; then
   start=$(date +%s)
-  OUT=$work/suite timeout 220 .device-cuda/suite.sh > "$work/suite/suite.log" 2>&1
+  OUT=$work/suite timeout 220 "$suite_dir/suite.sh" > "$work/suite/suite.log" 2>&1
   echo "suite rc=$? in $(( $(date +%s) - start ))s"
   tar -C "$work" -czf "$out/suite.tgz" suite
 fi
 
-tar -C "$work" -xJf .device-k/bench.tar.xz
+tar -C "$work" -xJf "$bench_dir/bench.tar.xz"
 run=$work/bench/run
 start=$(date +%s)
-timeout $(( $(left) - 60 )) "$run" transformer_bench --shapes .device-k/transformer-shapes.txt \
+timeout $(( $(left) - 60 )) "$run" transformer_bench --shapes "$bench_dir/transformer-shapes.txt" \
   --reps 25 > "$out/bench.log" 2>&1
 echo "bench rc=$? in $(( $(date +%s) - start ))s"
 
