@@ -1,4 +1,4 @@
-// skinny: C[M, N] = A[M, K] B[K, N] for M <= 128, streaming B once.
+// skinny: C[M, N] = A[M, K] B[K, N] for M <= 32, streaming B once.
 //
 // The tensor cores compute C^T = B^T A^T: mma.sync m16n8k16 with the weight B
 // as the 16 x 16 "A" operand (16 columns of B by 16 k) and 8 rows of A (tokens)
@@ -16,8 +16,10 @@
 // grid.y walks the K splits; no axis walks M (every CTA carries all M rows, in
 // TG groups of 8 tokens). A CTA is 4 warps; warp w of CTA (x, y) owns K slice
 // y * 4 + w = rows [slice * k_chunk, (slice + 1) * k_chunk). Each warp keeps
-// the next 2 k16 steps of loads in flight while it computes the current ones
-// (register double buffering: 8 independent loads per thread at V = 8).
+// a ring of k16-step loads in registers (DepthFor: 4 steps, 16 independent
+// 16-byte loads per thread, in flight at M <= 8) while it computes one step.
+// Members by M: TG = 1, 2 or 4 groups of 8 tokens (M <= 8, 16, 32); V = 8
+// columns per thread up to 16 rows, 4 beyond (accumulators: 2 V TG).
 // The split plan (MakeSkinnyPlan) depends on N, K and the SM count only.
 //
 // Reduction, in a fixed order everywhere (no atomics): the 4 warps of a CTA
@@ -55,26 +57,25 @@ namespace cg = cooperative_groups;
 
 constexpr int kWarps = 4;  // warps per CTA, one K slice each
 constexpr int kThreads = 32 * kWarps;
-#ifndef ARBITER_SKINNY_UNROLL
-#define ARBITER_SKINNY_UNROLL 2
-#endif
-// k16 steps per load batch; two batches are in flight (double buffering).
-// Members with more accumulators (TG > 4) batch one step.
-constexpr int kUnrollSmall = ARBITER_SKINNY_UNROLL;
+// Loads are batched one k16 step at a time (4 rows of B per thread) in a ring
+// of DepthFor batches: DepthFor - 1 are in flight while one is computed. The
+// depth spends the registers the accumulators leave: ~120 per thread for
+// 2V + 2TG registers a step (B, and A where prefetched) plus 2 V TG
+// accumulators, so that 3 CTAs fit an SM.
+template <int TG, int V>
+__host__ __device__ constexpr int DepthFor() {
+  constexpr int kPerStep = 2 * V + (TG <= 4 ? 2 * TG : 0);
+  constexpr int kAccumulators = 2 * V * TG;
+  constexpr int kDepth = (120 - kAccumulators) / kPerStep;
+  return kDepth < 2 ? 2 : kDepth > 8 ? 8 : kDepth;
+}
+// CTAs per SM the registers allow (up to 170 registers a thread).
 template <int TG>
-__host__ __device__ constexpr int UnrollFor() { return TG <= 4 ? kUnrollSmall : 1; }
-// CTAs per SM the registers allow: the small-M members keep two 2-step
-// batches (16 x 16-byte loads per thread) live, the larger ones 2 x 128 f32
-// accumulators' worth.
-template <int TG>
-__host__ __device__ constexpr int CtasPerSmFor() { return TG <= 4 ? 3 : 2; }
+__host__ __device__ constexpr int CtasPerSmFor() { return 3; }
 constexpr int kChunkAlign = 32;       // K slices start at multiples of 32 rows (whole batches)
 constexpr int kNominalStrip = 64;     // columns per CTA the plan assumes (V = 8)
 constexpr int kMaxClusterSplits = 8;  // portable cluster size
 constexpr int kCtasPerSm = 3;         // CTAs per SM the plan fills (the small-M members' occupancy)
-#ifndef ARBITER_SKINNY_PREFETCH_A
-#define ARBITER_SKINNY_PREFETCH_A 0
-#endif
 constexpr int kMinRowsPerWarp = 64;   // a slice shorter than this is mostly ramp-up
 constexpr int kMaxSplits = 4096;
 
@@ -180,8 +181,11 @@ __global__ void __launch_bounds__(kThreads, CtasPerSmFor<TG>()) SkinnyKernel(con
   constexpr int kStride = kCols + 4;     // shared row stride (floats), 16-byte aligned
   constexpr int kTokens = 8 * TG;
   // A is double-buffered with B while it costs few registers (4 per group and step).
-  constexpr bool kPrefetchA = ARBITER_SKINNY_PREFETCH_A && TG <= 2;
-  constexpr int kUnroll = UnrollFor<TG>();
+  // A rides in the batch while it costs few registers (2 per group and step);
+  // larger members read it at compute time (L1/L2 hits).
+  constexpr bool kPrefetchA = TG <= 4;
+  constexpr int kUnroll = 1;
+  constexpr int kDepth = DepthFor<TG, V>();
   __shared__ __align__(16) float red[kWarps][kTokens][kStride];
 
   const int warp = threadIdx.x / 32;
@@ -314,13 +318,25 @@ __global__ void __launch_bounds__(kThreads, CtasPerSmFor<TG>()) SkinnyKernel(con
       }
     };
 
-    Batch<TG, V, kUnroll, kPrefetchA> cur, next;
-    load(cur, kbeg);
-    for (int64_t k0 = kbeg; k0 < kend; k0 += 16 * kUnroll) {
-      // Issue the next batch's loads before this batch's math: two batches in flight.
-      if (k0 + 16 * kUnroll < kend) load(next, k0 + 16 * kUnroll);
-      compute(cur, k0);
-      cur = next;
+    // A ring of kDepth batches, indexed at compile time: a batch's registers are
+    // refilled right after its math has read them, so kDepth - 1 batches stay in
+    // flight while one is computed. (Copying a prefetched batch into a "current"
+    // one instead would wait for its loads at the copy: one batch in flight.)
+    constexpr int kStep = 16 * kUnroll;
+    Batch<TG, V, kUnroll, kPrefetchA> ring[kDepth];
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      if (kbeg + d * kStep < kend) load(ring[d], kbeg + d * kStep);
+    }
+    for (int64_t k0 = kbeg; k0 < kend; k0 += kDepth * kStep) {
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
+        const int64_t kk = k0 + d * kStep;
+        if (kk < kend) {  // uniform across the warp
+          compute(ring[d], kk);
+          if (kk + kDepth * kStep < kend) load(ring[d], kk + kDepth * kStep);
+        }
+      }
     }
   }
 
@@ -426,7 +442,7 @@ int AlignedWidth(const LaunchArgs& args) {
 template <bool kBf16, int TG>
 cudaError_t LaunchGroups(const LaunchArgs& args, const SkinnyPlan& plan, const Params& p,
                          cudaStream_t stream) {
-  constexpr int kMaxV = TG <= 2 ? 8 : TG <= 8 ? 4 : 2;
+  constexpr int kMaxV = TG <= 2 ? 8 : 4;
   const int width = std::min(AlignedWidth(args), kMaxV);
   if constexpr (kMaxV >= 8) {
     if (width == 8) return LaunchMember<kBf16, TG, 8, false>(args, plan, p, stream);
@@ -443,10 +459,7 @@ cudaError_t LaunchDtype(const LaunchArgs& args, const SkinnyPlan& plan, const Pa
                         cudaStream_t stream) {
   if (args.m <= 8) return LaunchGroups<kBf16, 1>(args, plan, p, stream);
   if (args.m <= 16) return LaunchGroups<kBf16, 2>(args, plan, p, stream);
-  if (args.m <= 32) return LaunchGroups<kBf16, 4>(args, plan, p, stream);
-  if (args.m <= 64) return LaunchGroups<kBf16, 8>(args, plan, p, stream);
-  if (args.m <= 96) return LaunchGroups<kBf16, 12>(args, plan, p, stream);
-  return LaunchGroups<kBf16, 16>(args, plan, p, stream);
+  return LaunchGroups<kBf16, 4>(args, plan, p, stream);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ CandidateSpec MakeSkinnyCandidate() {
       .members = HalfTypes({kSkinnyBudgetAbs, kSkinnyBudgetRel}),
       .launcher = kSkinny,
       .description =
-          "M <= 128: B streamed once from DRAM into mma.sync fragments, K split in clusters",
+          "M <= 32: B streamed once from DRAM into mma.sync fragments, K split in clusters",
   });
 }
 

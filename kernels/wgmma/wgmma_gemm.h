@@ -52,6 +52,8 @@ enum class WgmmaTile {
   k128x256,  // 4 stages; the large-shape tile (2 x m64n256 per k step)
   // The same tiles with B copied by cp.async and C stored from registers: N
   // need only be even (a ragged vocabulary such as 30522), no padded copies.
+  // Correct, but measured at half cublas_padded's speed: not a registered
+  // candidate (kernels/wgmma/wgmma_candidate.cc).
   k128x128CpAsync,
   k128x256CpAsync,
   // 64 x 256 tiles, one consumer warpgroup, 4 stages, for few output tiles (M

@@ -71,16 +71,16 @@ TEST(CudaFamilyContracts, TensorCoreFamiliesTakeHalfTypesOnly) {
   for (DType d : kAllDTypes) EXPECT_NE(simt.Member(d), nullptr) << "simt " << d;
 }
 
-// skinny streams B once for up to 128 rows, any N and K (ragged ones in the
+// skinny streams B once for up to 32 rows, any N and K (ragged ones in the
 // kernel), on sm_90+ (its K splits meet in a thread-block cluster).
-TEST(CudaFamilyContracts, SkinnyCoversAtMost128RowsOfAnyNAndKOnSm90) {
+TEST(CudaFamilyContracts, SkinnyCoversAtMost32RowsOfAnyNAndKOnSm90) {
   const std::vector<CandidateSpec> specs = All();
   const CandidateSpec& skinny = Named(specs, "skinny");
   for (const CandidateMember& m : skinny.members) {
     EXPECT_EQ(m.contract.arch, "sm_90+");
-    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 128, 30522, 4095}).empty());
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 32, 30522, 4095}).empty());
     EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 1, 256000, 3584}).empty());
-    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 129, 4096, 4096}).empty());
+    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 33, 4096, 4096}).empty());
   }
 }
 
