@@ -52,17 +52,18 @@ fi
 
 if [[ ${NCU:-1} == 1 ]] && command -v ncu > /dev/null && (( $(left) > 40 )); then
   start=$(date +%s)
-  timeout $(( $(left) * 2 / 3 )) ncu --clock-control none -k regex:'SkinnyKernel|WgmmaGemmKernel' \
+  timeout $(( $(left) * 2 / 3 )) ncu --clock-control none -k regex:'SkinnyKernel|Pad2dKernel' \
     --section SpeedOfLight --section Occupancy --section WarpStateStats \
     --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum \
-    "$run" transformer_bench --no-claims --reps 1 --only skinny,64x256 \
+    "$run" transformer_bench --no-claims --reps 1 --only skinny,padded_kernel \
     --shape 1x4096x4096:bf16 --shape 16x14336x4096:bf16 --shape 16x16x65536:bf16 \
-    --shape 64x18176x4544:bf16 --shape 8x30522x768:f16 > "$work/ncu1.log" 2>&1
-  echo "ncu skinny/splitk rc=$? in $(( $(date +%s) - start ))s"
+    --shape 32x9216x3072:bf16 --shape 8x30522x768:f16 --shape 4095x4095x4095:bf16 \
+    > "$work/ncu1.log" 2>&1
+  echo "ncu skinny/pad rc=$? in $(( $(date +%s) - start ))s"
   start=$(date +%s)
-  timeout $(( $(left) > 5 ? $(left) : 5 )) ncu --clock-control none -k regex:'WgmmaGemmKernel' \
-    --section SpeedOfLight --metrics dram__bytes_read.sum,dram__bytes_write.sum \
-    "$run" transformer_bench --no-claims --reps 1 --only cpasync --shape 512x30522x768:f16 \
+  timeout $(( $(left) > 5 ? $(left) : 5 )) ncu --clock-control none -k regex:'WgmmaGemmKernel' -c 2 \
+    --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
+    "$run" transformer_bench --no-claims --reps 1 --only 128x256_cpasync --shape 512x30522x768:f16 \
     > "$work/ncu2.log" 2>&1
   echo "ncu cpasync rc=$? in $(( $(date +%s) - start ))s"
   cat "$work/ncu1.log" "$work/ncu2.log" > "$out/ncu.log"
