@@ -447,6 +447,19 @@ void RunFamily(const k::Launcher& launcher, const Op& op, cudaStream_t s) {
 }
 
 void Skinny(const Op& op, cudaStream_t s) { RunFamily(k::kSkinny, op, s); }
+#ifdef ARBITER_BENCH_SKINNY_V1
+}  // namespace
+// The skinny kernel as first measured (bench/transformer/build.sh builds it
+// from 36554b9 in a namespace of its own).
+namespace arbiter::kernels::skinny_v1 {
+size_t SkinnyWorkspaceBytes(const LaunchArgs& args);
+cudaError_t LaunchSkinny(const LaunchArgs& args, cudaStream_t stream);
+}  // namespace arbiter::kernels::skinny_v1
+namespace {
+void SkinnyV1(const Op& op, cudaStream_t s) {
+  RunFamily({"LaunchSkinnyV1", k::skinny_v1::LaunchSkinny, k::skinny_v1::SkinnyWorkspaceBytes}, op, s);
+}
+#endif
 void Gemv(const Op& op, cudaStream_t s) { RunFamily(k::kGemv, op, s); }
 void SplitK(const Op& op, cudaStream_t s) { RunFamily(k::kSplitK, op, s); }
 
@@ -510,6 +523,10 @@ std::vector<Candidate> Candidates() {
                  [](const Op& op) { return op.m <= k::kGemvMaxM; }, Gemv});
   out.push_back({"skinny", k::kSkinnyBudgetAbs, k::kSkinnyBudgetRel,
                  [](const Op& op) { return op.m <= k::kSkinnyMaxM; }, Skinny});
+#ifdef ARBITER_BENCH_SKINNY_V1
+  out.push_back({"skinny_v1", k::kSkinnyBudgetAbs, k::kSkinnyBudgetRel,
+                 [](const Op& op) { return op.m <= k::kSkinnyMaxM; }, SkinnyV1});
+#endif
   return out;
 }
 

@@ -9,15 +9,17 @@
 // hold k rows 4c .. 4c+3 of the 16-row step (the same permutation is applied to
 // A, whose four k values per lane are then one 8-byte load), and mma rows g and
 // g+8 of fragment f hold columns g*V + 2f and + 1. So B goes from DRAM to the
-// tensor cores with no shared-memory staging; a warp load instruction covers
-// four k rows x 8V columns (four 128-byte lines at V = 8).
+// tensor cores with no re-layout: each lane copies its 4 x 16 bytes into
+// shared-memory slots of its own and reads them back; a warp's copy
+// instruction covers four k rows x 8V columns (four 128-byte lines at V = 8).
 //
 // Launch geometry: grid.x walks N in strips of 8V columns (one strip per CTA),
 // grid.y walks the K splits; no axis walks M (every CTA carries all M rows, in
 // TG groups of 8 tokens). A CTA is 4 warps; warp w of CTA (x, y) owns K slice
-// y * 4 + w = rows [slice * k_chunk, (slice + 1) * k_chunk). Each warp keeps
-// a ring of k16-step loads in registers (DepthFor: 4 steps, 16 independent
-// 16-byte loads per thread, in flight at M <= 8) while it computes one step.
+// y * 4 + w = rows [slice * k_chunk, (slice + 1) * k_chunk). Each warp streams
+// its slice through a ring of k16 steps in shared memory filled by cp.async
+// (RingDepth: 3 to 8 steps, 16-byte copies that bypass L1) and computes one
+// step while the others are in flight; no register holds data in flight.
 // Members by M: TG = 1, 2 or 4 groups of 8 tokens (M <= 8, 16, 32); V = 8
 // columns per thread up to 16 rows, 4 beyond (accumulators: 2 V TG).
 // The split plan (MakeSkinnyPlan) depends on N, K and the SM count only.
@@ -42,6 +44,7 @@
 #include "kernels/skinny/skinny.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include <cooperative_groups.h>
@@ -57,17 +60,21 @@ namespace cg = cooperative_groups;
 
 constexpr int kWarps = 4;  // warps per CTA, one K slice each
 constexpr int kThreads = 32 * kWarps;
-// Loads are batched one k16 step at a time (4 rows of B per thread) in a ring
-// of DepthFor batches: DepthFor - 1 are in flight while one is computed. The
-// depth spends the registers the accumulators leave: ~120 per thread for
-// 2V + 2TG registers a step (B, and A where prefetched) plus 2 V TG
-// accumulators, so that 3 CTAs fit an SM.
+// Each warp streams its slice through a ring of RingDepth k16 steps in shared
+// memory, filled by cp.async: RingDepth - 1 steps (each 4 rows of B and A's 4
+// k values per token group, for every lane) are in flight while one is
+// computed, with no registers held for them. A step takes 32 * (8V + 8TG)
+// bytes; the ring takes up to 48 KB of a CTA (3 CTAs and their reduction
+// buffers fit an SM).
 template <int TG, int V>
-__host__ __device__ constexpr int DepthFor() {
-  constexpr int kPerStep = 2 * V + (TG <= 4 ? 2 * TG : 0);
-  constexpr int kAccumulators = 2 * V * TG;
-  constexpr int kDepth = (120 - kAccumulators) / kPerStep;
-  return kDepth < 2 ? 2 : kDepth > 8 ? 8 : kDepth;
+__host__ __device__ constexpr int RingDepth() {
+  constexpr int kStepBytes = 32 * (8 * V + 8 * TG);
+  constexpr int kDepth = 48 * 1024 / (4 * kStepBytes);
+  return kDepth < 3 ? 3 : kDepth > 8 ? 8 : kDepth;
+}
+template <int TG, int V>
+__host__ __device__ constexpr int RingBytes() {
+  return 4 * RingDepth<TG, V>() * 32 * (8 * V + 8 * TG);
 }
 // CTAs per SM the registers allow (up to 170 registers a thread).
 template <int TG>
@@ -91,67 +98,52 @@ struct Params {
 
 // ---- device helpers --------------------------------------------------------------
 
-// Predicated loads: zeros where `ok` is false, and no memory access there (the
-// address may lie outside the operand). Written as one predicated PTX load so
-// that no branch splits the batch of independent loads. B is read once: its
-// loads bypass L1 (L1::no_allocate), leaving L1 to A, which every strip
-// re-reads, and carry an L2 evict-first policy, so that the stream of B
-// replaces its own lines in L2 rather than what other work left there (dirty
-// lines would otherwise be written back to DRAM under the stream, and data the
-// next kernel reads would be gone).
+// B is read once: its copies bypass L1 and carry an L2 evict-first policy,
+// so that the stream of B replaces its own lines in L2 rather than what other
+// work left there (dirty lines would otherwise be written back to DRAM under
+// the stream, and data the next kernel reads would be gone).
 __device__ __forceinline__ uint64_t EvictFirstPolicy() {
   uint64_t policy;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   return policy;
 }
-__device__ __forceinline__ uint4 LoadB16(const uint16_t* p, bool ok, uint64_t policy) {
-  uint4 v;
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"
-      "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
-      "@p ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %6;\n}\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "r"(static_cast<int>(ok)), "l"(policy));
-  return v;
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
-__device__ __forceinline__ uint2 LoadB8(const uint16_t* p, bool ok, uint64_t policy) {
-  uint2 v;
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\nmov.b32 %0, 0;\nmov.b32 %1, 0;\n"
-      "@p ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %4;\n}\n"
-      : "=r"(v.x), "=r"(v.y)
-      : "l"(p), "r"(static_cast<int>(ok)), "l"(policy));
-  return v;
+
+// Asynchronous global->shared copies of 16, 8 or 4 bytes; src_bytes 0 writes
+// zeros and reads nothing (src must still be a valid address).
+__device__ __forceinline__ void CopyB16(uint32_t dst, const void* src, bool ok, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(dst),
+               "l"(src), "r"(ok ? 16 : 0), "l"(policy)
+               : "memory");
 }
-__device__ __forceinline__ uint32_t LoadB4(const uint16_t* p, bool ok, uint64_t policy) {
-  uint32_t v;
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\nmov.b32 %0, 0;\n"
-      "@p ld.global.nc.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %3;\n}\n"
-      : "=r"(v)
-      : "l"(p), "r"(static_cast<int>(ok)), "l"(policy));
-  return v;
+__device__ __forceinline__ void CopyB8(uint32_t dst, const void* src, bool ok, uint64_t policy) {
+  asm volatile("cp.async.ca.shared.global.L2::cache_hint [%0], [%1], 8, %2, %3;" ::"r"(dst),
+               "l"(src), "r"(ok ? 8 : 0), "l"(policy)
+               : "memory");
 }
-__device__ __forceinline__ uint32_t LoadB2(const uint16_t* p, bool ok, uint64_t policy) {
-  uint32_t v;
-  asm volatile(
-      "{\n.reg .pred p;\n.reg .b16 h;\nsetp.ne.b32 p, %2, 0;\nmov.b16 h, 0;\n"
-      "@p ld.global.nc.L1::no_allocate.L2::cache_hint.b16 h, [%1], %3;\ncvt.u32.u16 %0, h;\n}\n"
-      : "=r"(v)
-      : "l"(p), "r"(static_cast<int>(ok)), "l"(policy));
-  return v;
+__device__ __forceinline__ void CopyB4(uint32_t dst, const void* src, bool ok, uint64_t policy) {
+  asm volatile("cp.async.ca.shared.global.L2::cache_hint [%0], [%1], 4, %2, %3;" ::"r"(dst),
+               "l"(src), "r"(ok ? 4 : 0), "l"(policy)
+               : "memory");
 }
-// A through L1 (re-read by every strip's CTA).
-__device__ __forceinline__ uint2 LoadA8(const uint16_t* p, bool ok) {
-  uint2 v;
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\nmov.b32 %0, 0;\nmov.b32 %1, 0;\n"
-      "@p ld.global.nc.v2.u32 {%0, %1}, [%2];\n}\n"
-      : "=r"(v.x), "=r"(v.y)
-      : "l"(p), "r"(static_cast<int>(ok)));
-  return v;
+// A through L1 (every strip's CTA re-reads it).
+__device__ __forceinline__ void CopyA8(uint32_t dst, const void* src, bool ok) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src),
+               "r"(ok ? 8 : 0)
+               : "memory");
 }
-__device__ __forceinline__ uint32_t LoadA2(const uint16_t* p, bool ok) {
+__device__ __forceinline__ void CopyCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void CopyWait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+// Element loads for what cp.async cannot copy (2-byte granularity: odd N, or
+// K % 4 != 0 for A): zero where `ok` is false, no access there.
+__device__ __forceinline__ uint32_t LoadU16(const uint16_t* p, bool ok) {
   uint32_t v;
   asm volatile(
       "{\n.reg .pred p;\n.reg .b16 h;\nsetp.ne.b32 p, %2, 0;\nmov.b16 h, 0;\n"
@@ -161,13 +153,24 @@ __device__ __forceinline__ uint32_t LoadA2(const uint16_t* p, bool ok) {
   return v;
 }
 
-// One load batch: kUnroll k16 steps of B (4 rows x V columns each) and, where
-// A is prefetched too, of A (4 k values for each token group).
-template <int TG, int V, int kUnroll, bool kPrefetchA>
-struct Batch {
-  uint32_t b[kUnroll][4][V / 2];
-  uint32_t a[kPrefetchA ? kUnroll : 1][kPrefetchA ? TG : 1][2];
-};
+__device__ __forceinline__ void StoreShared1(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void StoreShared2(uint32_t addr, uint32_t x, uint32_t y) {
+  asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(addr), "r"(x), "r"(y) : "memory");
+}
+__device__ __forceinline__ void LoadShared(uint32_t addr, uint32_t (&v)[4]) {
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void LoadShared(uint32_t addr, uint32_t (&v)[2]) {
+  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v[0]), "=r"(v[1]) : "r"(addr) : "memory");
+}
+__device__ __forceinline__ void LoadShared(uint32_t addr, uint32_t (&v)[1]) {
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v[0]) : "r"(addr) : "memory");
+}
 
 // ---- the kernel ------------------------------------------------------------------
 
@@ -180,13 +183,14 @@ __global__ void __launch_bounds__(kThreads, CtasPerSmFor<TG>()) SkinnyKernel(con
   constexpr int kCols = 8 * V;           // columns per CTA strip
   constexpr int kStride = kCols + 4;     // shared row stride (floats), 16-byte aligned
   constexpr int kTokens = 8 * TG;
-  // A is double-buffered with B while it costs few registers (4 per group and step).
-  // A rides in the batch while it costs few registers (2 per group and step);
-  // larger members read it at compute time (L1/L2 hits).
-  constexpr bool kPrefetchA = TG <= 4;
-  constexpr int kUnroll = 1;
-  constexpr int kDepth = DepthFor<TG, V>();
+  constexpr int kDepth = RingDepth<TG, V>();
+  // One step of one warp in the ring: B as [row s][lane] entries of 2V bytes,
+  // then A as [token group][lane] entries of 8 bytes. A lane reads back only
+  // what it copied itself, so no barrier is needed between copy and use.
+  constexpr int kBEntry = 2 * V;
+  constexpr int kStepBytes = 32 * (4 * kBEntry + 8 * TG);
   __shared__ __align__(16) float red[kWarps][kTokens][kStride];
+  extern __shared__ __align__(16) uint8_t ring_raw[];
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -219,125 +223,97 @@ __global__ void __launch_bounds__(kThreads, CtasPerSmFor<TG>()) SkinnyKernel(con
     // Token g of group 0 at k = kbeg + 4c; group t adds 8t rows of A.
     const int64_t a_row = min(static_cast<int64_t>(g), p.m - 1);
     const uint16_t* a_ptr = p.a + a_row * p.k + kbeg + 4 * cq;
+    const uint32_t ring = SmemAddr(ring_raw) + warp * kDepth * kStepBytes;
+    auto b_slot = [&](int slot, int row) {
+      return ring + slot * kStepBytes + (row * 32 + lane) * kBEntry;
+    };
+    auto a_slot = [&](int slot, int t) {
+      return ring + slot * kStepBytes + 32 * 4 * kBEntry + (t * 32 + lane) * 8;
+    };
+    const int steps = static_cast<int>((kend - kbeg + 15) / 16);
 
-    // A's 4 k values of token 8t + g at k0 + 16u + 4c (the mma B operand).
-    auto load_a = [&](uint32_t (&dst)[2], int t, int u, int64_t k0) {
-      const int64_t rows_left = kend - (k0 + 4 * cq);
-      const bool token_ok = 8 * t + g < p.m;
-      const uint16_t* q = a_ptr + (k0 - kbeg) + static_cast<int64_t>(8 * t) * p.k + 16 * u;
-      if (p.a_vec) {
-        // K % 4 == 0 and slices start at multiples of 32: the 4 values are all
-        // inside [kbeg, kend) or all outside.
-        const uint2 v = LoadA8(q, token_ok && 16 * u < rows_left);
-        dst[0] = v.x;
-        dst[1] = v.y;
-      } else {
-        uint32_t e[4];
+    // Step i: B rows kbeg + 16i + 4c + s (valid below kend) at this thread's
+    // columns, and A's 4 k values from kbeg + 16i + 4c for each token group.
+    auto issue = [&](int i) {
+      const int slot = i % kDepth;
+      const int64_t rows_left = kend - (kbeg + 16 * i + 4 * cq);
+      const uint16_t* bp = b_ptr + static_cast<int64_t>(16 * i) * p.n;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          e[i] = LoadA2(q + i, token_ok && 16 * u + i < rows_left);
+      for (int s = 0; s < 4; ++s) {
+        const bool ok = col_ok0 && s < rows_left;
+        const uint16_t* q = ok ? bp + s * p.n : p.b;
+        if constexpr (V == 8) {
+          CopyB16(b_slot(slot, s), q, ok, policy);
+        } else if constexpr (V == 4) {
+          CopyB8(b_slot(slot, s), q, ok, policy);
+        } else if constexpr (!kElemB) {
+          CopyB4(b_slot(slot, s), q, ok, policy);
+        } else {
+          // Odd N: 2-byte loads through registers (cp.async copies 4 bytes at least).
+          const uint32_t lo = LoadU16(q, ok);
+          const uint32_t hi = LoadU16(q + 1, ok && col_ok1);
+          StoreShared1(b_slot(slot, s), lo | (hi << 16));
         }
-        dst[0] = e[0] | (e[1] << 16);
-        dst[1] = e[2] | (e[3] << 16);
+      }
+#pragma unroll
+      for (int t = 0; t < TG; ++t) {
+        if (t >= live_groups) continue;  // never read: its mma is skipped
+        const bool token_ok = 8 * t + g < p.m;
+        const uint16_t* q = a_ptr + static_cast<int64_t>(16 * i) + static_cast<int64_t>(8 * t) * p.k;
+        if (p.a_vec) {
+          // K % 4 == 0 and slices start at multiples of 32: the 4 values are all
+          // inside [kbeg, kend) or all outside.
+          const bool ok = token_ok && 0 < rows_left;
+          CopyA8(a_slot(slot, t), ok ? q : p.a, ok);
+        } else {
+          uint32_t e[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) e[j] = LoadU16(q + j, token_ok && j < rows_left);
+          StoreShared2(a_slot(slot, t), e[0] | (e[1] << 16), e[2] | (e[3] << 16));
+        }
       }
     };
 
-    auto load = [&](Batch<TG, V, kUnroll, kPrefetchA>& x, int64_t k0) {
-      // Rows of this thread's batch are k0 + 16u + 4c + s; valid below kend.
-      const int64_t rows_left = kend - (k0 + 4 * cq);
-      const uint16_t* bp = b_ptr + (k0 - kbeg) * p.n;
+    auto compute = [&](int i) {
+      const int slot = i % kDepth;
+      uint32_t rows[4][V / 2];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int s = 0; s < 4; ++s) LoadShared(b_slot(slot, s), rows[s]);
 #pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          const bool ok = col_ok0 && 16 * u + s < rows_left;
-          const uint16_t* q = bp + (16 * u + s) * p.n;
-          if constexpr (V == 8) {
-            const uint4 v = LoadB16(q, ok, policy);
-            x.b[u][s][0] = v.x;
-            x.b[u][s][1] = v.y;
-            x.b[u][s][2] = v.z;
-            x.b[u][s][3] = v.w;
-          } else if constexpr (V == 4) {
-            const uint2 v = LoadB8(q, ok, policy);
-            x.b[u][s][0] = v.x;
-            x.b[u][s][1] = v.y;
-          } else if constexpr (!kElemB) {
-            x.b[u][s][0] = LoadB4(q, ok, policy);
-          } else {
-            const uint32_t lo = LoadB2(q, ok, policy);
-            const uint32_t hi = LoadB2(q + 1, ok && col_ok1, policy);
-            x.b[u][s][0] = lo | (hi << 16);
-          }
-        }
-      }
-      if constexpr (kPrefetchA) {
+      for (int f = 0; f < V / 2; ++f) {
+        // Rows s = 0, 1 fill k slots 2c, 2c+1; rows 2, 3 fill 2c+8, 2c+9. The
+        // low halves are column g*V + 2f (mma row g), the high halves the next
+        // column (mma row g + 8).
+        const uint32_t frag[4] = {__byte_perm(rows[0][f], rows[1][f], 0x5410),
+                                  __byte_perm(rows[0][f], rows[1][f], 0x7632),
+                                  __byte_perm(rows[2][f], rows[3][f], 0x5410),
+                                  __byte_perm(rows[2][f], rows[3][f], 0x7632)};
 #pragma unroll
         for (int t = 0; t < TG; ++t) {
-#pragma unroll
-          for (int u = 0; u < kUnroll; ++u) {
-            if (t < live_groups) {
-              load_a(x.a[u][t], t, u, k0);
-            } else {
-              x.a[u][t][0] = x.a[u][t][1] = 0u;
-            }
+          if (t < live_groups) {
+            uint32_t a_frag[2];
+            LoadShared(a_slot(slot, t), a_frag);
+            Mma16816<kBf16>(acc[t][f], frag, a_frag);
           }
         }
       }
     };
 
-    auto compute = [&](const Batch<TG, V, kUnroll, kPrefetchA>& x, int64_t k0) {
+    // kDepth - 1 steps in flight ahead of the one computed; one commit group
+    // per step (empty ones too, so that the group count stays exact).
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        // Without prefetch, A is read here: L1/L2 hits that the B loads
-        // already in flight for the next batch keep DRAM busy behind.
-        uint32_t a_frag[TG][2];
-#pragma unroll
-        for (int t = 0; t < TG; ++t) {
-          if constexpr (kPrefetchA) {
-            a_frag[t][0] = x.a[u][t][0];
-            a_frag[t][1] = x.a[u][t][1];
-          } else if (t < live_groups) {
-            load_a(a_frag[t], t, u, k0);
-          }
-        }
-#pragma unroll
-        for (int f = 0; f < V / 2; ++f) {
-          // Rows s = 0, 1 fill k slots 2c, 2c+1; rows 2, 3 fill 2c+8, 2c+9. The
-          // low halves are column g*V + 2f (mma row g), the high halves the next
-          // column (mma row g + 8).
-          const uint32_t frag[4] = {__byte_perm(x.b[u][0][f], x.b[u][1][f], 0x5410),
-                                    __byte_perm(x.b[u][0][f], x.b[u][1][f], 0x7632),
-                                    __byte_perm(x.b[u][2][f], x.b[u][3][f], 0x5410),
-                                    __byte_perm(x.b[u][2][f], x.b[u][3][f], 0x7632)};
-#pragma unroll
-          for (int t = 0; t < TG; ++t) {
-            if (t < live_groups) Mma16816<kBf16>(acc[t][f], frag, a_frag[t]);
-          }
-        }
-      }
-    };
-
-    // A ring of kDepth batches, indexed at compile time: a batch's registers are
-    // refilled right after its math has read them, so kDepth - 1 batches stay in
-    // flight while one is computed. (Copying a prefetched batch into a "current"
-    // one instead would wait for its loads at the copy: one batch in flight.)
-    constexpr int kStep = 16 * kUnroll;
-    Batch<TG, V, kUnroll, kPrefetchA> ring[kDepth];
-#pragma unroll
-    for (int d = 0; d < kDepth; ++d) {
-      if (kbeg + d * kStep < kend) load(ring[d], kbeg + d * kStep);
+    for (int i = 0; i < kDepth - 1; ++i) {
+      if (i < steps) issue(i);
+      CopyCommit();
     }
-    for (int64_t k0 = kbeg; k0 < kend; k0 += kDepth * kStep) {
-#pragma unroll
-      for (int d = 0; d < kDepth; ++d) {
-        const int64_t kk = k0 + d * kStep;
-        if (kk < kend) {  // uniform across the warp
-          compute(ring[d], kk);
-          if (kk + kDepth * kStep < kend) load(ring[d], kk + kDepth * kStep);
-        }
-      }
+    for (int i = 0; i < steps; ++i) {
+      CopyWait<kDepth - 2>();  // this lane's copies of step i have landed
+      compute(i);
+      // Refill the slot of step i - 1, whose data this lane has already read.
+      if (i + kDepth - 1 < steps) issue(i + kDepth - 1);
+      CopyCommit();
     }
+    CopyWait<0>();
   }
 
   // D fragment of (token group t, fragment f): d0, d1 = tokens 2c, 2c+1 at
@@ -396,20 +372,46 @@ __global__ void __launch_bounds__(kThreads, CtasPerSmFor<TG>()) SkinnyKernel(con
 
 // ---- host side -------------------------------------------------------------------
 
+// Raises one instantiation's dynamic shared-memory limit (its ring) once per
+// device: templated on the instantiation, since all of them share one type.
+template <bool kBf16, int TG, int V, bool kElemB, int kMode>
+cudaError_t EnsureRingLimit() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<bool> done[kMaxDevices] = {};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (device < kMaxDevices && done[device].load(std::memory_order_acquire)) return cudaSuccess;
+  err = cudaFuncSetAttribute(SkinnyKernel<kBf16, TG, V, kElemB, kMode>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, RingBytes<TG, V>());
+  if (err == cudaSuccess && device < kMaxDevices) done[device].store(true, std::memory_order_release);
+  return err;
+}
+
 template <bool kBf16, int TG, int V, bool kElemB>
 cudaError_t LaunchMember(const LaunchArgs& args, const SkinnyPlan& plan, const Params& p,
                          cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(CeilDiv(args.n, 8 * V)),
                   static_cast<unsigned>(plan.splits));
+  constexpr int kRing = RingBytes<TG, V>();
   if (plan.workspace) {
-    SkinnyKernel<kBf16, TG, V, kElemB, 2><<<grid, kThreads, 0, stream>>>(p);
+    auto* kernel = &SkinnyKernel<kBf16, TG, V, kElemB, 2>;
+    const cudaError_t err = EnsureRingLimit<kBf16, TG, V, kElemB, 2>();
+    if (err != cudaSuccess) return err;
+    kernel<<<grid, kThreads, kRing, stream>>>(p);
   } else if (plan.splits == 1) {
-    SkinnyKernel<kBf16, TG, V, kElemB, 0><<<grid, kThreads, 0, stream>>>(p);
+    auto* kernel = &SkinnyKernel<kBf16, TG, V, kElemB, 0>;
+    const cudaError_t err = EnsureRingLimit<kBf16, TG, V, kElemB, 0>();
+    if (err != cudaSuccess) return err;
+    kernel<<<grid, kThreads, kRing, stream>>>(p);
   } else {
+    auto* kernel = &SkinnyKernel<kBf16, TG, V, kElemB, 1>;
+    const cudaError_t err = EnsureRingLimit<kBf16, TG, V, kElemB, 1>();
+    if (err != cudaSuccess) return err;
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
     config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = 0;
+    config.dynamicSmemBytes = kRing;
     config.stream = stream;
     cudaLaunchAttribute attribute[1];
     attribute[0].id = cudaLaunchAttributeClusterDimension;
@@ -418,8 +420,8 @@ cudaError_t LaunchMember(const LaunchArgs& args, const SkinnyPlan& plan, const P
     attribute[0].val.clusterDim.z = 1;
     config.attrs = attribute;
     config.numAttrs = 1;
-    const cudaError_t err = cudaLaunchKernelEx(&config, SkinnyKernel<kBf16, TG, V, kElemB, 1>, p);
-    if (err != cudaSuccess) return err;
+    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, p);
+    if (launched != cudaSuccess) return launched;
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || !plan.workspace) return err;
@@ -487,12 +489,15 @@ SkinnyPlan MakeSkinnyPlan(int64_t n, int64_t k, int sm_count) {
   }
   // Among 1..8 splits, the one whose CTAs fill their last wave best; more
   // splits only for a clearly better fill (each adds a cross-CTA reduction).
+  // Clusters are placed within a GPC, so not every slot takes one: on the
+  // H200 62 clusters of 6 CTAs fit where 66 would by the count (3 CTAs an SM).
   SkinnyPlan best = plan_for(1, false);
   double best_fill = 0;
   for (int64_t s = 1; s <= std::min<int64_t>(most, kMaxClusterSplits); ++s) {
     const SkinnyPlan plan = plan_for(s, false);
     const int64_t ctas = strips * plan.splits;
-    const double fill = static_cast<double>(ctas) / static_cast<double>(CeilDiv(ctas, slots) * slots);
+    const int64_t wave = plan.splits == 1 ? slots : (slots * 9 / 10) / plan.splits * plan.splits;
+    const double fill = static_cast<double>(ctas) / static_cast<double>(CeilDiv(ctas, wave) * wave);
     if (fill > best_fill + 0.05) {
       best_fill = fill;
       best = plan;

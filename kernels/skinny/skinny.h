@@ -2,12 +2,12 @@
 // against a large weight B (decode and small-batch transformer GEMMs). There
 // the work is bound by streaming B once from DRAM (1 x 4096 x 4096 bf16 moves
 // 32 MiB for 33 MFLOP), so the kernel is built around the load stream:
-// B fragments go straight from global memory into tensor-core registers
-// (no shared-memory staging), with several independent 16-byte loads in
-// flight per thread, K split across warps and CTAs until ~4 CTAs per SM
-// stream, and the split partial sums added in a fixed order (no atomics).
-// Ragged N (any N, e.g. a vocabulary of 30522 or 32001) runs in the kernel
-// with narrower loads; nothing is copied.
+// B fragments go from global memory into tensor-core registers with no
+// re-layout, through a per-lane ring of cp.async copies in shared memory (3 to
+// 8 k16 steps in flight per warp), K split across warps and CTAs until 3 CTAs
+// per SM stream, and the split partial sums added in a fixed order (no
+// atomics). Ragged N (any N, e.g. a vocabulary of 30522 or 32001) runs in the
+// kernel with narrower copies (odd N: element loads); nothing is copied.
 //
 // sm_90+: the K splits of one column strip are the CTAs of a thread-block
 // cluster and are added through distributed shared memory in the same kernel;
