@@ -21,6 +21,8 @@ Bucket BucketOf(const Problem& p) {
   return Bucket{ClassifyDim(p.m), ClassifyDim(p.n), ClassifyDim(p.k)};
 }
 
+BucketKey BucketKeyOf(const Problem& p) { return BucketKey{p.dtype, BucketOf(p)}; }
+
 namespace {
 
 std::string DimText(char name, const DimClass& c) {
@@ -50,6 +52,10 @@ std::optional<DimClass> ParseDim(char name, std::string_view text) {
 
 std::string Bucket::ToString() const {
   return absl::StrCat(DimText('m', m), ".", DimText('n', n), ".", DimText('k', k));
+}
+
+std::string BucketKey::ToString() const {
+  return absl::StrCat(DTypeName(dtype), "/", bucket.ToString());
 }
 
 std::optional<Bucket> ParseBucket(const std::string& text) {

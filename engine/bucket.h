@@ -29,8 +29,19 @@ struct Bucket {
   std::string ToString() const;
 };
 
+// A bucket of one dtype: on one device, the key of a verdict, a force, a
+// measurement in flight and the narrowest quarantine scope.
+struct BucketKey {
+  DType dtype = DType::kF32;
+  Bucket bucket;
+  bool operator==(const BucketKey&) const = default;
+  auto operator<=>(const BucketKey&) const = default;
+  std::string ToString() const;  // "f32/m(16,32]a8.n(32,64]a8.k(32,64]a8"
+};
+
 DimClass ClassifyDim(int64_t d);
 Bucket BucketOf(const Problem& p);
+BucketKey BucketKeyOf(const Problem& p);
 std::optional<Bucket> ParseBucket(const std::string& text);
 std::ostream& operator<<(std::ostream& os, const Bucket& b);
 

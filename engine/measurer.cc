@@ -92,8 +92,6 @@ absl::StatusOr<std::vector<Measurement>> Measurer::Measure(
   RETURN_IF_ERROR(stream_.Reference(p, *a, *b, &ref));
 
   const GemmArgs args{p, a->data(), b->data(), c->data(), &stream_};
-  const size_t elem = ElementSize(p.dtype);
-  const size_t count = static_cast<size_t>(p.m * p.n);
   double best_median = 0;
   std::vector<Measurement> out;
   for (const RegisteredCandidate* rc : candidates) {
@@ -106,121 +104,135 @@ absl::StatusOr<std::vector<Measurement>> Measurer::Measure(
     if (member == nullptr) {
       r.state = ResultState::kUnmeasured;
       r.reason = absl::StrCat("no ", DTypeName(p.dtype), " entry point");
-      out.push_back(std::move(meas));
-      continue;
-    }
-    r.determinism = member->contract.determinism;
-
-    // 1. The oracle, on poisoned C.
-    std::vector<uint8_t> first;
-    if (absl::Status s = RunOnce(*member, args, *c, &first); !s.ok()) {
-      r.state = ResultState::kError;
-      r.reason = absl::StrCat("run failed: ", s.ToString());
-      out.push_back(std::move(meas));
-      continue;
-    }
-    const OracleReport report = CheckOutput(p, member->contract.accuracy, first.data(), ref);
-    r.max_abs_error = report.max_abs_error;
-    r.max_rel_error = report.max_rel_error;
-    if (!report.pass) {
-      r.state = ResultState::kFailedOracle;
-      r.reason = report.detail;
-      out.push_back(std::move(meas));
-      continue;
-    }
-
-    // 2. Determinism claims, checked by running them.
-    if (options_.check_determinism && r.determinism >= Determinism::kRunToRun) {
-      std::vector<uint8_t> second;
-      absl::Status s = RunOnce(*member, args, *c, &second);
-      const size_t diff = s.ok() ? BitwiseDifferences(first, second, elem, count) : count;
-      if (!s.ok() || diff > 0) {
-        r.state = ResultState::kQuarantined;
-        r.reason = s.ok() ? absl::StrCat("run_to_run claim failed: ", diff, " of ", count,
-                                         " elements differ bitwise between two runs on identical inputs (",
-                                         p.ToString(), ")")
-                          : absl::StrCat("second run failed: ", s.ToString());
-        meas.claim_violation = s.ok();
-        out.push_back(std::move(meas));
-        continue;
-      }
-    }
-    if (options_.check_determinism && r.determinism == Determinism::kBatchInvariant) {
-      if (const int64_t m2 = SmallerM(member->contract.shape, p.m); m2 > 0) {
-        Problem sub = p;
-        sub.m = m2;
-        std::vector<uint8_t> rows;
-        absl::Status s = RunOnce(*member, GemmArgs{sub, a->data(), b->data(), c->data(), &stream_},
-                                 *c, &rows);
-        const size_t sub_count = static_cast<size_t>(m2 * p.n);
-        const size_t diff = s.ok() ? BitwiseDifferences(first, rows, elem, sub_count) : sub_count;
-        if (!s.ok() || diff > 0) {
-          r.state = ResultState::kQuarantined;
-          r.reason = s.ok() ? absl::StrCat("batch_invariant claim failed: ", diff, " of ", sub_count,
-                                           " elements of the first ", m2, " rows differ between M=", p.m,
-                                           " and M=", m2, " (", p.ToString(), ")")
-                            : absl::StrCat("run at M=", m2, " failed: ", s.ToString());
-          meas.claim_violation = s.ok();
-          out.push_back(std::move(meas));
-          continue;
+    } else {
+      r.determinism = member->contract.determinism;
+      std::vector<uint8_t> first;
+      if (PassesOracle(*member, args, *c, ref, &r, &first) &&
+          HoldsDeterminismClaims(*member, args, *c, first, &meas)) {
+        TimeOnDevice(*member, args, best_median, &r);
+        if (r.timed() && (best_median == 0 || r.median_seconds < best_median)) {
+          best_median = r.median_seconds;
         }
       }
     }
-
-    // 3. Device time: warm-up, then cold-cache samples until stable or the budget is spent.
-    absl::Status run_status;
-    for (int i = 0; i < options_.warmup_runs && run_status.ok(); ++i) {
-      run_status = member->run(args);
-    }
-    if (run_status.ok()) run_status = stream_.Synchronize();
-    std::vector<double> samples;
-    std::string stopped;
-    const Clock::time_point t0 = Clock::now();
-    while (run_status.ok() && static_cast<int>(samples.size()) < options_.max_samples) {
-      if (options_.cold_cache) run_status = stream_.FlushCache();
-      if (run_status.ok()) run_status = stream_.TimerStart();
-      if (run_status.ok()) run_status = member->run(args);
-      if (run_status.ok()) run_status = stream_.TimerStop();
-      if (!run_status.ok()) break;
-      absl::StatusOr<double> t = stream_.ElapsedSeconds();
-      if (!t.ok()) {
-        run_status = t.status();
-        break;
-      }
-      samples.push_back(*t);
-      const SampleStats st = Summarize(samples);
-      const double spent = SecondsSince(t0);
-      if (st.count >= options_.min_samples && st.spread <= options_.stable_spread) break;
-      if (st.count >= options_.min_samples && spent > options_.budget_seconds) {
-        stopped = "time budget spent before the median was stable";
-        break;
-      }
-      // A candidate already 10x slower than the best so far cannot win: don't spend the budget.
-      if (st.count >= 3 && best_median > 0 && st.median > 10 * best_median) {
-        stopped = absl::StrFormat("stopped early: over 10x the best median (%.3gus)", best_median * 1e6);
-        break;
-      }
-      if (spent > 4 * options_.budget_seconds) {
-        stopped = "hard time limit reached";
-        break;
-      }
-    }
-    if (!run_status.ok()) {
-      r.state = ResultState::kError;
-      r.reason = absl::StrCat("timing failed: ", run_status.ToString());
-      out.push_back(std::move(meas));
-      continue;
-    }
-    const SampleStats st = Summarize(samples);
-    r.state = ResultState::kTimed;
-    r.median_seconds = st.median;
-    r.spread = st.spread;
-    r.samples = st.count;
-    r.reason = stopped;
-    if (best_median == 0 || st.median < best_median) best_median = st.median;
     out.push_back(std::move(meas));
   }
   return out;
+}
+
+bool Measurer::PassesOracle(const CandidateMember& member, const GemmArgs& args, Buffer& c,
+                            const std::vector<double>& ref, CandidateResult* r,
+                            std::vector<uint8_t>* out) {
+  if (absl::Status s = RunOnce(member, args, c, out); !s.ok()) {
+    r->state = ResultState::kError;
+    r->reason = absl::StrCat("run failed: ", s.ToString());
+    return false;
+  }
+  const OracleReport report = CheckOutput(args.problem, member.contract.accuracy, out->data(), ref);
+  r->max_abs_error = report.max_abs_error;
+  r->max_rel_error = report.max_rel_error;
+  if (!report.pass) {
+    r->state = ResultState::kFailedOracle;
+    r->reason = report.detail;
+    return false;
+  }
+  return true;
+}
+
+bool Measurer::HoldsDeterminismClaims(const CandidateMember& member, const GemmArgs& args,
+                                      Buffer& c, const std::vector<uint8_t>& first,
+                                      Measurement* meas) {
+  if (!options_.check_determinism) return true;
+  const Problem& p = args.problem;
+  CandidateResult& r = meas->result;
+  const size_t elem = ElementSize(p.dtype);
+  const size_t count = static_cast<size_t>(p.m * p.n);
+  if (r.determinism >= Determinism::kRunToRun) {
+    std::vector<uint8_t> second;
+    absl::Status s = RunOnce(member, args, c, &second);
+    const size_t diff = s.ok() ? BitwiseDifferences(first, second, elem, count) : count;
+    if (!s.ok() || diff > 0) {
+      r.state = ResultState::kQuarantined;
+      r.reason = s.ok() ? absl::StrCat("run_to_run claim failed: ", diff, " of ", count,
+                                       " elements differ bitwise between two runs on identical inputs (",
+                                       p.ToString(), ")")
+                        : absl::StrCat("second run failed: ", s.ToString());
+      meas->claim_violation = s.ok();
+      return false;
+    }
+  }
+  if (r.determinism == Determinism::kBatchInvariant) {
+    if (const int64_t m2 = SmallerM(member.contract.shape, p.m); m2 > 0) {
+      Problem sub = p;
+      sub.m = m2;
+      std::vector<uint8_t> rows;
+      absl::Status s = RunOnce(member, GemmArgs{sub, args.a, args.b, args.c, args.stream}, c, &rows);
+      const size_t sub_count = static_cast<size_t>(m2 * p.n);
+      const size_t diff = s.ok() ? BitwiseDifferences(first, rows, elem, sub_count) : sub_count;
+      if (!s.ok() || diff > 0) {
+        r.state = ResultState::kQuarantined;
+        r.reason = s.ok() ? absl::StrCat("batch_invariant claim failed: ", diff, " of ", sub_count,
+                                         " elements of the first ", m2, " rows differ between M=", p.m,
+                                         " and M=", m2, " (", p.ToString(), ")")
+                          : absl::StrCat("run at M=", m2, " failed: ", s.ToString());
+        meas->claim_violation = s.ok();
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void Measurer::TimeOnDevice(const CandidateMember& member, const GemmArgs& args,
+                            double best_median, CandidateResult* r) {
+  absl::Status run_status;
+  for (int i = 0; i < options_.warmup_runs && run_status.ok(); ++i) {
+    run_status = member.run(args);
+  }
+  if (run_status.ok()) run_status = stream_.Synchronize();
+  std::vector<double> samples;
+  std::string stopped;
+  const Clock::time_point t0 = Clock::now();
+  while (run_status.ok() && static_cast<int>(samples.size()) < options_.max_samples) {
+    if (options_.cold_cache) run_status = stream_.FlushCache();
+    if (run_status.ok()) run_status = stream_.TimerStart();
+    if (run_status.ok()) run_status = member.run(args);
+    if (run_status.ok()) run_status = stream_.TimerStop();
+    if (!run_status.ok()) break;
+    absl::StatusOr<double> t = stream_.ElapsedSeconds();
+    if (!t.ok()) {
+      run_status = t.status();
+      break;
+    }
+    samples.push_back(*t);
+    const SampleStats st = Summarize(samples);
+    const double spent = SecondsSince(t0);  // wall time: the budget covers sampling overheads too
+    if (st.count >= options_.min_samples && st.spread <= options_.stable_spread) break;
+    if (st.count >= options_.min_samples && spent > options_.budget_seconds) {
+      stopped = "time budget spent before the median was stable";
+      break;
+    }
+    // A candidate already 10x slower than the best so far cannot win: don't spend the budget.
+    if (st.count >= 3 && best_median > 0 && st.median > 10 * best_median) {
+      stopped = absl::StrFormat("stopped early: over 10x the best median (%.3gus)", best_median * 1e6);
+      break;
+    }
+    if (spent > 4 * options_.budget_seconds) {
+      stopped = "hard time limit reached";
+      break;
+    }
+  }
+  if (!run_status.ok()) {
+    r->state = ResultState::kError;
+    r->reason = absl::StrCat("timing failed: ", run_status.ToString());
+    return;
+  }
+  const SampleStats st = Summarize(samples);
+  r->state = ResultState::kTimed;
+  r->median_seconds = st.median;
+  r->spread = st.spread;
+  r->samples = st.count;
+  r->reason = stopped;
 }
 
 }  // namespace arbiter

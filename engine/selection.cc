@@ -14,11 +14,6 @@ bool Meets(const CandidateResult& r, Determinism required) {
   return static_cast<int>(r.determinism) >= static_cast<int>(required);
 }
 
-bool Usable(const CandidateResult& r) {
-  return r.state != ResultState::kFailedOracle && r.state != ResultState::kQuarantined &&
-         r.state != ResultState::kError;
-}
-
 const CandidateResult* Find(const std::vector<CandidateResult>& results, std::string_view name) {
   for (const CandidateResult& r : results) {
     if (r.name == name) return &r;
@@ -30,15 +25,6 @@ std::string Us(double seconds) { return absl::StrFormat("%.2fus", seconds * 1e6)
 std::string Pct(double fraction) { return absl::StrFormat("%.1f%%", fraction * 100); }
 
 }  // namespace
-
-std::string TierDefault(const std::vector<CandidateResult>& results, Determinism required) {
-  const CandidateResult* best = nullptr;
-  for (const CandidateResult& r : results) {
-    if (!Meets(r, required) || !Usable(r)) continue;
-    if (best == nullptr || r.tier > best->tier) best = &r;
-  }
-  return best ? best->name : "";
-}
 
 Decision Decide(const std::vector<CandidateResult>& results, Determinism required,
                 const std::optional<std::string>& incumbent, const NoisePolicy& noise) {
@@ -65,10 +51,10 @@ Decision Decide(const std::vector<CandidateResult>& results, Determinism require
     }
   }
   if (inc == nullptr) {
-    for (const CandidateResult& r : results) {
-      if (!Meets(r, required) || !r.timed()) continue;
-      if (inc == nullptr || r.tier > inc->tier) inc = &r;
-    }
+    // Not empty: `fastest` is among them.
+    inc = &*TierDefault(
+        results, [&](const CandidateResult& r) { return Meets(r, required) && r.timed(); },
+        &CandidateResult::tier);
     inc_kind = "tier default";
   }
 

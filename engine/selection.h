@@ -1,21 +1,40 @@
-// Selection is a pure function of the measured figures, the incumbent and the
-// noise policy, so it is unit-tested with no device at all.
+// Deciding a verdict is a pure function of the measured figures, the incumbent
+// and the noise policy, so it is unit-tested with no device at all.
 //
 // The fastest candidate that passed the oracle wins - except that a challenger
 // displaces the incumbent (the previous winner, else the tier default) only when
 // its margin beats the measured noise:
 //   t_incumbent / t_challenger - 1 > noise_multiple * max(spread_inc, spread_chal, noise_floor)
 // Otherwise the incumbent stays and the reason says "not separated".
+//
+// Also here: the tier-default rule (the one order used where nothing measured
+// decides) and `Selection`, what serves a problem and why.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/bucket.h"
+#include "engine/candidate.h"
 #include "engine/contract.h"
 #include "engine/verdict.h"
 
 namespace arbiter {
+
+// What serves a problem, and why.
+struct Selection {
+  std::string candidate;
+  int version = 0;
+  // The chosen candidate's member for the problem's dtype: the registry owns it,
+  // and it lives as long as the Arbiter that selected it.
+  const CandidateMember* member = nullptr;
+  VerdictSource source = VerdictSource::kTierDefault;
+  Bucket bucket;
+  std::string reason;
+  std::optional<Verdict> verdict;  // the measured verdict it came from, if any
+};
 
 struct NoisePolicy {
   double noise_multiple = 2.0;  // margin must exceed this many relative spreads
@@ -28,10 +47,20 @@ struct Decision {
   std::string reason;
 };
 
-// The tier default among `results` meeting `required`: highest tier, then the
-// earliest listed (registration order). Only candidates that are not failed or
-// quarantined are considered. Empty when none.
-std::string TierDefault(const std::vector<CandidateResult>& results, Determinism required);
+// The tier default, the one order used where nothing measured decides: among
+// the `candidates` that `allowed` admits, the highest tier; on a tie, the
+// earliest listed - registration order. `tier` gives an element's tier (a
+// callable or a member pointer). Returns candidates.end() when none is allowed.
+template <typename Candidates, typename Allowed, typename TierOf>
+auto TierDefault(const Candidates& candidates, Allowed allowed, TierOf tier) {
+  auto best = candidates.end();
+  for (auto it = candidates.begin(); it != candidates.end(); ++it) {
+    if (!allowed(*it)) continue;
+    // Strictly higher only: on a tie the earliest listed stays.
+    if (best == candidates.end() || std::invoke(tier, *it) > std::invoke(tier, *best)) best = it;
+  }
+  return best;
+}
 
 // Decides among `results` whose determinism meets `required`.
 // `incumbent` is the previous winner's name, if any.

@@ -584,6 +584,19 @@ absl::StatusOr<std::vector<Verdict>> VerdictStore::ListVerdicts(const std::strin
   return verdicts;
 }
 
+absl::StatusOr<int64_t> VerdictStore::CountVerdicts(const std::string& fingerprint) {
+  const std::string op = absl::StrCat("count verdicts of ", fingerprint);
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Statement query,
+                   Statement::Prepare(db_, op,
+                                      "SELECT COUNT(*) FROM verdicts "
+                                      "WHERE fingerprint = ?1 AND op = ?2"));
+  query.BindText(1, fingerprint).BindText(2, kOp);
+  ASSIGN_OR_RETURN(bool row, query.Step());
+  if (!row) return absl::InternalError(absl::StrCat("verdict store: ", op, ": no row"));
+  return query.ReadInt(0);
+}
+
 absl::StatusOr<int> VerdictStore::Invalidate(const std::string& fingerprint,
                                              const InvalidateScope& scope) {
   // Set fields narrow the scope; with none set, `all` must say so explicitly.

@@ -1,8 +1,10 @@
 // Persistent verdicts, forces and quarantine entries in SQLite (WAL mode).
 // Keys: device fingerprint, op ("matmul"), dtype, bucket. A verdict also records
 // the name@version of every candidate raced; the arbiter serves it only while
-// that set still matches the registry. The schema is versioned: a store written
-// by an unknown schema version is refused, an older known one is migrated.
+// that set still matches the registry. The schema is versioned: a new file gets
+// the current schema; a store written under any other schema version is refused
+// (FAILED_PRECONDITION naming both versions) - no migration exists yet, since
+// version 1 is the first.
 //
 // Thread-safe: provides internal synchronization (one connection, one mutex).
 #pragma once
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "engine/bucket.h"
 #include "engine/status.h"
 #include "engine/verdict.h"
@@ -34,7 +37,7 @@ struct Force {
 struct QuarantineEntry {
   std::string candidate;
   int version = 0;
-  std::string scope;   // "*" (everywhere on this device) or a dtype name or "dtype/bucket"
+  std::string scope;   // text of a QuarantineScope (quarantine.h): "*", a dtype or "dtype/bucket"
   std::string fingerprint;
   std::string reason;  // the evidence
   int64_t created_unix = 0;
@@ -74,6 +77,8 @@ class VerdictStore {
                                      const Bucket& bucket);
   absl::StatusOr<std::vector<Verdict>> ListVerdicts(const std::string& fingerprint,
                                                     const VerdictFilter& filter);
+  // The number of verdicts stored for `fingerprint`, counted without loading them.
+  absl::StatusOr<int64_t> CountVerdicts(const std::string& fingerprint);
   // Returns the number of verdicts removed.
   absl::StatusOr<int> Invalidate(const std::string& fingerprint, const InvalidateScope& scope);
 
@@ -96,7 +101,7 @@ class VerdictStore {
   absl::Status Migrate();
 
   mutable std::mutex mu_;
-  sqlite3* db_;  // GUARDED_BY(mu_); owned
+  sqlite3* db_ ABSL_GUARDED_BY(mu_);  // owned
 };
 
 }  // namespace arbiter

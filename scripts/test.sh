@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-ARBITER_BUILD_TYPE=${ARBITER_BUILD_TYPE:-RelWithDebInfo} scripts/build.sh
+scripts/build.sh
 cd build
 ctest --output-on-failure --timeout 900 -j"$(nproc)" "$@"

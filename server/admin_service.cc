@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "server/admin_auth.h"
 #include "server/convert.h"
 #include "server/status_util.h"
@@ -19,19 +18,6 @@ std::string DescribeScope(const InvalidateScope& s) {
   if (s.all) absl::StrAppend(&out, "all ");
   if (!out.empty()) out.pop_back();
   return out;
-}
-
-// "*", a dtype name, or "dtype/bucket" - the scopes the store understands.
-absl::Status ValidateQuarantineScope(const std::string& scope) {
-  if (scope == "*" || ParseDType(scope).has_value()) return absl::OkStatus();
-  std::vector<std::string> parts = absl::StrSplit(scope, absl::MaxSplits('/', 1));
-  if (parts.size() == 2 && ParseDType(parts[0]).has_value() && ParseBucket(parts[1]).has_value()) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "scope: expected \"*\", a dtype (f32, f64, f16, bf16) or \"dtype/bucket\" "
-      "(e.g. f32/m(32,64]a8.n(32,64]a8.k(32,64]a8), got \"",
-      scope, "\""));
 }
 
 }  // namespace
@@ -184,14 +170,14 @@ absl::Status AdminService::DoInvalidate(const std::string& peer,
     return absl::InvalidArgumentError(
         "nothing to invalidate: set candidate, dtype or problem, or all to remove every verdict");
   }
-  absl::StatusOr<std::vector<Verdict>> before = arbiter_.ListVerdicts({});
+  absl::StatusOr<int64_t> before = arbiter_.CountVerdicts();
   ASSIGN_OR_RETURN(const int removed, arbiter_.Invalidate(scope));
   response->set_removed(removed);
-  absl::StatusOr<std::vector<Verdict>> after = arbiter_.ListVerdicts({});
+  absl::StatusOr<int64_t> after = arbiter_.CountVerdicts();
   spdlog::info("admin invalidate from {}: scope {} removed {}; verdicts before: {}; after: {}",
                peer, DescribeScope(scope), removed,
-               before.ok() ? std::to_string(before->size()) : before.status().ToString(),
-               after.ok() ? std::to_string(after->size()) : after.status().ToString());
+               before.ok() ? std::to_string(*before) : before.status().ToString(),
+               after.ok() ? std::to_string(*after) : after.status().ToString());
   return absl::OkStatus();
 }
 
@@ -286,9 +272,9 @@ absl::Status AdminService::DoQuarantine(const std::string& peer,
     return absl::InvalidArgumentError("reason: required (the evidence against the candidate)");
   }
   const std::string scope = request.scope().empty() ? "*" : request.scope();
-  RETURN_IF_ERROR(ValidateQuarantineScope(scope));
+  ASSIGN_OR_RETURN(const QuarantineScope parsed, QuarantineScope::Parse(scope));
   absl::StatusOr<std::vector<QuarantineEntry>> before = arbiter_.ListQuarantine();
-  absl::Status status = arbiter_.Quarantine(request.candidate(), scope, request.reason());
+  absl::Status status = arbiter_.Quarantine(request.candidate(), parsed, request.reason());
   if (!status.ok()) {
     spdlog::warn("admin quarantine from {}: {} scope {} refused: {}", peer, request.candidate(),
                  scope, status.ToString());
@@ -319,8 +305,8 @@ absl::Status AdminService::DoServerInfo(v1::ServerInfoResponse* response) {
   for (const auto& [name, version] : device.versions) (*response->mutable_versions())[name] = version;
   response->set_tuning(std::string(TuningPolicyName(arbiter_.options().tuning)));
   response->set_candidates(static_cast<int>(arbiter_.registry().candidates().size()));
-  ASSIGN_OR_RETURN(const std::vector<Verdict> verdicts, arbiter_.ListVerdicts({}));
-  response->set_verdicts(static_cast<int>(verdicts.size()));
+  ASSIGN_OR_RETURN(const int64_t verdicts, arbiter_.CountVerdicts());
+  response->set_verdicts(static_cast<int>(verdicts));
   response->set_store_path(identity_.store_path);
   response->set_uuid(device.uuid);
   response->set_measurements(arbiter_.measurements());

@@ -19,16 +19,13 @@
 #include "kernels/registry/cpu_candidates.h"
 #include "server/admin_auth.h"
 #include "server/admin_service.h"
+#include "server/build_info.h"
 #include "server/dispatch_service.h"
 #include "server/metrics.h"
 #include "server/metrics_endpoint.h"
 #ifdef ARBITER_WITH_CUDA
 #include "backends/cuda/cuda_backend.h"
 #include "kernels/registry/cuda_candidates.h"
-#endif
-
-#ifndef ARBITER_VERSION
-#define ARBITER_VERSION "dev"
 #endif
 
 namespace arbiter::server {
@@ -62,28 +59,31 @@ absl::StatusOr<BackendAndRegistry> CreateCuda() {
 }
 #endif
 
-// auto: cuda when built with it and a device is visible, else cpu.
-absl::StatusOr<BackendAndRegistry> CreateBackend(const std::string& name) {
+absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kCpu:
+      return CreateCpu();
+    case BackendKind::kCuda:
 #ifdef ARBITER_WITH_CUDA
-  if (name == "cuda") return CreateCuda();
-  if (name == "auto" && cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda();
+      return CreateCuda();
 #else
-  if (name == "cuda") {
-    return absl::FailedPreconditionError("backend cuda: this arbiterd was built without CUDA");
-  }
+      return absl::FailedPreconditionError("backend cuda: this arbiterd was built without CUDA");
 #endif
-  if (name == "cpu" || name == "auto") return CreateCpu();
+    case BackendKind::kAuto:
+#ifdef ARBITER_WITH_CUDA
+      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda();
+#endif
+      return CreateCpu();
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("backend: expected auto, cpu or cuda, got \"", name, "\""));
+      absl::StrCat("backend: no such kind (", static_cast<int>(kind), ")"));
 }
 
 absl::Status ValidateOptions(const DaemonOptions& o) {
   if (o.listen.empty()) return absl::InvalidArgumentError("listen: empty; expected host:port");
-  if (o.workers < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("workers: expected >= 1, got ", o.workers));
-  }
-  if (o.max_queue < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("max-queue: expected >= 0, got ", o.max_queue));
+  const ArbiterOptions& a = o.arbiter;
+  if (a.workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("workers: expected >= 1, got ", a.workers));
   }
   if (o.max_message_bytes <= 0 || o.max_message_bytes > INT_MAX) {
     return absl::InvalidArgumentError(absl::StrCat("max-message-bytes: expected 1..", INT_MAX,
@@ -93,17 +93,17 @@ absl::Status ValidateOptions(const DaemonOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("shutdown-grace-seconds: expected >= 0, got ",
                                                    o.shutdown_grace_seconds));
   }
-  if (!(o.verify_fraction >= 0 && o.verify_fraction <= 1)) {
+  if (!(a.verify_fraction >= 0 && a.verify_fraction <= 1)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("verify-fraction: expected 0..1, got ", o.verify_fraction));
+        absl::StrCat("verify-fraction: expected 0..1, got ", a.verify_fraction));
   }
-  if (!(o.noise.noise_multiple >= 0 && o.noise.noise_multiple < 1e6)) {
+  if (!(a.noise.noise_multiple >= 0 && a.noise.noise_multiple < 1e6)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("noise-multiple: expected a finite value >= 0, got ", o.noise.noise_multiple));
+        absl::StrCat("noise-multiple: expected a finite value >= 0, got ", a.noise.noise_multiple));
   }
-  if (!(o.noise.noise_floor >= 0 && o.noise.noise_floor < 1e6)) {
+  if (!(a.noise.noise_floor >= 0 && a.noise.noise_floor < 1e6)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("noise-floor: expected a finite value >= 0, got ", o.noise.noise_floor));
+        absl::StrCat("noise-floor: expected a finite value >= 0, got ", a.noise.noise_floor));
   }
   if (!(o.health_poll_seconds > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("health-poll-seconds: expected > 0, got ",
@@ -135,12 +135,12 @@ std::string BoundAddress(const std::string& listen, int port) {
   return absl::StrCat(colon == std::string::npos ? listen : listen.substr(0, colon), ":", port);
 }
 
-// Engine state for the metrics gauges, read at each scrape (on an exposer thread).
+// Engine state for the metrics gauges, read at each scrape (on the endpoint's thread).
 MetricsState ProbeState(Arbiter& arbiter) {
   MetricsState state;
   state.queue_depth = static_cast<int64_t>(arbiter.queue_depth());
-  if (auto verdicts = arbiter.ListVerdicts({}); verdicts.ok()) {
-    state.verdicts_stored = static_cast<int64_t>(verdicts->size());
+  if (absl::StatusOr<int64_t> verdicts = arbiter.CountVerdicts(); verdicts.ok()) {
+    state.verdicts_stored = *verdicts;
   }
   if (auto forces = arbiter.ListForces(); forces.ok()) {
     state.forces_active = static_cast<int64_t>(forces->size());
@@ -154,6 +154,23 @@ MetricsState ProbeState(Arbiter& arbiter) {
 }
 
 }  // namespace
+
+std::string_view BackendKindName(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kAuto: return "auto";
+    case BackendKind::kCpu: return "cpu";
+    case BackendKind::kCuda: return "cuda";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<BackendKind> ParseBackendKind(std::string_view name) {
+  for (BackendKind kind : {BackendKind::kAuto, BackendKind::kCpu, BackendKind::kCuda}) {
+    if (name == BackendKindName(kind)) return kind;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("backend: expected auto, cpu or cuda, got \"", std::string(name), "\""));
+}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
   RETURN_IF_ERROR(ValidateOptions(options));
@@ -180,14 +197,11 @@ absl::Status Daemon::Start() {
   ASSIGN_OR_RETURN(std::unique_ptr<VerdictStore> store, VerdictStore::Open(options_.store_path));
   spdlog::info("verdict store {} open (schema {})", options_.store_path, store->schema_version());
 
-  // No Exposer (listen empty): civetweb cannot start threads next to cuBLAS's
-  // TLS; MetricsEndpoint serves the same scrape (see metrics_endpoint.h).
-  ASSIGN_OR_RETURN(metrics_, Metrics::Create(
-                                 MetricsOptions{.listen = "",
-                                                .version = ARBITER_VERSION,
-                                                .commit = "",
-                                                .candidates = CandidateLabelsOf(*device.registry)},
-                                 info));
+  metrics_ = std::make_unique<Metrics>(
+      MetricsOptions{.version = kBuildVersion,
+                     .commit = kBuildCommit,
+                     .candidates = CandidateLabelsOf(*device.registry)},
+      info);
   if (!options_.metrics_listen.empty()) {
     ASSIGN_OR_RETURN(metrics_endpoint_,
                      MetricsEndpoint::Create(options_.metrics_listen,
@@ -196,21 +210,14 @@ absl::Status Daemon::Start() {
                  BoundAddress(options_.metrics_listen, metrics_endpoint_->port()));
   }
 
-  ArbiterOptions arbiter_options;
-  arbiter_options.tuning = options_.tuning;
-  arbiter_options.workers = options_.workers;
-  arbiter_options.max_queue = static_cast<size_t>(options_.max_queue);
-  arbiter_options.measure = options_.measure;
-  arbiter_options.verify_fraction = options_.verify_fraction;
-  arbiter_options.noise = options_.noise;
-  ASSIGN_OR_RETURN(arbiter_, Arbiter::Create(arbiter_options, std::move(device.backend),
+  ASSIGN_OR_RETURN(arbiter_, Arbiter::Create(options_.arbiter, std::move(device.backend),
                                              std::move(device.registry), std::move(store)));
   arbiter_->set_observer(metrics_.get());
   metrics_->SetStateProbe([arbiter = arbiter_.get()] { return ProbeState(*arbiter); });
 
   dispatch_ = std::make_unique<DispatchService>(*arbiter_);
   admin_ = std::make_unique<AdminService>(
-      *arbiter_, ServerIdentity{.version = ARBITER_VERSION, .store_path = options_.store_path},
+      *arbiter_, ServerIdentity{.version = kBuildVersion, .store_path = options_.store_path},
       auth_.get());
   spdlog::info("admin: {}", auth_->requires_token() ? "bearer token required"
                                                      : "no token (loopback listener only)");
@@ -235,15 +242,17 @@ absl::Status Daemon::Start() {
   }
   // The registry is verified and the store open: serving iff the device is healthy.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     absl::Status health = arbiter_->Health();
     if (!health.ok()) spdlog::error("backend unhealthy at start: {}", health.ToString());
     SetServing(health.ok());
   }
   spdlog::info(
-      "arbiterd {} listening on {} (tuning {}, {} workers, max queue {}, max message {} bytes)",
-      ARBITER_VERSION, BoundAddress(options_.listen, port_), TuningPolicyName(options_.tuning),
-      options_.workers, options_.max_queue, options_.max_message_bytes);
+      "arbiterd {} (commit {}) listening on {} (tuning {}, {} workers, max queue {}, "
+      "max message {} bytes)",
+      kBuildVersion, kBuildCommit[0] != '\0' ? kBuildCommit : "unknown", BoundAddress(options_.listen, port_),
+      TuningPolicyName(options_.arbiter.tuning), options_.arbiter.workers,
+      options_.arbiter.max_queue, options_.max_message_bytes);
   if (!options_.port_file.empty()) RETURN_IF_ERROR(WritePortFile(options_.port_file, port_));
   health_watcher_ = std::thread([this] { WatchHealth(); });
   return absl::OkStatus();
@@ -261,22 +270,23 @@ void Daemon::SetServing(bool serving) {
 }
 
 void Daemon::WatchHealth() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    const auto period = std::chrono::duration<double>(options_.health_poll_seconds);
-    if (stop_cv_.wait_for(lock, period, [this] { return stopping_; })) break;
-    lock.unlock();
+  const absl::Duration period = absl::Seconds(options_.health_poll_seconds);
+  mu_.Lock();
+  // Wakes early once Shutdown sets stopping_.
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), period)) {
+    mu_.Unlock();
     const absl::Status health = arbiter_->Health();
-    lock.lock();
+    mu_.Lock();
     if (stopping_) break;
     if (!health.ok() && serving_) spdlog::error("backend unhealthy: {}", health.ToString());
     if (health.ok() != serving_) SetServing(health.ok());
   }
+  mu_.Unlock();
 }
 
 void Daemon::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
     if (server_ != nullptr) {
@@ -287,7 +297,6 @@ void Daemon::Shutdown() {
       spdlog::info("health: NOT_SERVING (shutting down)");
     }
   }
-  stop_cv_.notify_all();
   if (health_watcher_.joinable()) health_watcher_.join();
   if (server_ != nullptr) {
     spdlog::info("shutting down: in-flight calls get {} s", options_.shutdown_grace_seconds);

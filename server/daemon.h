@@ -16,14 +16,16 @@
 // Thread-safe: Shutdown may be called from any thread, more than once.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include <grpcpp/server.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 #include "engine/arbiter.h"
 #include "server/tls.h"
@@ -36,20 +38,26 @@ class AdminAuth;
 class Metrics;
 class MetricsEndpoint;
 
+// The device arbiterd serves.
+enum class BackendKind {
+  kAuto,  // cuda when this arbiterd is built with CUDA and a GPU is visible, else cpu
+  kCpu,
+  kCuda,
+};
+std::string_view BackendKindName(BackendKind kind);  // "auto", "cpu", "cuda"
+// INVALID_ARGUMENT `backend: expected auto, cpu or cuda, got "tpu"` for any other name.
+absl::StatusOr<BackendKind> ParseBackendKind(std::string_view name);
+
+// arbiterd's flags are these fields; their defaults are the flags' defaults.
 struct DaemonOptions {
   std::string listen = "127.0.0.1:50051";    // host:port; port 0 binds an ephemeral port
   std::string store_path = "./arbiter.db";   // SQLite verdict store (":memory:" for none)
-  std::string backend = "auto";              // auto (cuda when a GPU is visible), cpu or cuda
-  TuningPolicy tuning = TuningPolicy::kSync; // default policy on a verdict miss
-  int workers = 1;                           // device streams for dispatch and tuning
-  int64_t max_queue = 64;                    // dispatches waiting for a stream; more: refused
+  BackendKind backend = BackendKind::kAuto;  // the device served
+  ArbiterOptions arbiter;                    // the engine: tuning, workers, queue, measurement, noise
   int64_t max_message_bytes = 600ll << 20;   // 8192^2 f32 A and B (512 MiB) plus headroom
   double shutdown_grace_seconds = 10;        // in-flight calls get this long before cancellation
   std::string port_file;                     // if set, the bound port is written here once serving
   double health_poll_seconds = 1;            // how often the backend's health is polled
-  MeasureOptions measure;                    // how a bucket is measured
-  double verify_fraction = 0;                // share of dispatches also checked against the reference
-  NoisePolicy noise;                         // when a measured challenger displaces the incumbent
   std::string admin_token_file;              // bearer token for Admin; empty: loopback listeners only
   TlsOptions tls;                            // listener certificate and key; empty: plaintext
   std::string metrics_listen;                // host:port for GET /metrics; empty: no endpoint
@@ -75,7 +83,7 @@ class Daemon {
   explicit Daemon(const DaemonOptions& options);
   absl::Status Start();
   void WatchHealth();
-  void SetServing(bool serving);
+  void SetServing(bool serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const DaemonOptions options_;
   std::unique_ptr<AdminAuth> auth_;
@@ -88,10 +96,9 @@ class Daemon {
   int port_ = 0;
   std::thread health_watcher_;
 
-  std::mutex mu_;
-  std::condition_variable stop_cv_;  // wakes the health watcher at shutdown
-  bool stopping_ = false;            // GUARDED_BY(mu_)
-  bool serving_ = false;             // GUARDED_BY(mu_)
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // set once, by Shutdown; wakes the health watcher
+  bool serving_ ABSL_GUARDED_BY(mu_) = false;   // what grpc.health.v1 reports now
 };
 
 }  // namespace arbiter::server

@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -10,32 +12,80 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/string_view.h"
 #include "server/daemon.h"
 #include "server/logging.h"
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "host:port to serve on; port 0 picks a free one");
-ABSL_FLAG(std::string, store, "./arbiter.db", "SQLite verdict store path");
-ABSL_FLAG(std::string, backend, "auto", "auto (cuda when a GPU is visible), cpu or cuda");
-ABSL_FLAG(std::string, tuning, "sync", "on a verdict miss: sync (measure, then answer), async, off");
-ABSL_FLAG(int, workers, 1, "device streams for dispatch and tuning");
-ABSL_FLAG(int64_t, max_message_bytes, 600ll << 20,
+// --tuning and --backend parse into their enums, so a bad value stops arbiterd
+// before it starts, naming the flag (absl finds these by argument-dependent lookup).
+namespace arbiter {
+bool AbslParseFlag(absl::string_view text, TuningPolicy* policy, std::string* error) {
+  const std::optional<TuningPolicy> parsed = ParseTuningPolicy({text.data(), text.size()});
+  if (!parsed) {
+    *error = "expected sync, async or off";
+    return false;
+  }
+  *policy = *parsed;
+  return true;
+}
+std::string AbslUnparseFlag(TuningPolicy policy) { return TuningPolicyName(policy); }
+
+namespace server {
+bool AbslParseFlag(absl::string_view text, BackendKind* kind, std::string* error) {
+  const absl::StatusOr<BackendKind> parsed = ParseBackendKind({text.data(), text.size()});
+  if (!parsed.ok()) {
+    *error = "expected auto, cpu or cuda";
+    return false;
+  }
+  *kind = *parsed;
+  return true;
+}
+std::string AbslUnparseFlag(BackendKind kind) { return std::string(BackendKindName(kind)); }
+}  // namespace server
+}  // namespace arbiter
+
+namespace {
+using arbiter::TuningPolicy;
+using arbiter::server::BackendKind;
+using arbiter::server::DaemonOptions;
+
+// Each flag's default is its field's in a default DaemonOptions.
+const DaemonOptions& Defaults() {
+  static const DaemonOptions defaults;
+  return defaults;
+}
+}  // namespace
+
+ABSL_FLAG(std::string, listen, Defaults().listen, "host:port to serve on; port 0 picks a free one");
+ABSL_FLAG(std::string, store, Defaults().store_path, "SQLite verdict store path");
+ABSL_FLAG(BackendKind, backend, Defaults().backend, "auto (cuda when a GPU is visible), cpu or cuda");
+ABSL_FLAG(TuningPolicy, tuning, Defaults().arbiter.tuning,
+          "on a verdict miss: sync (measure, then answer), async, off");
+ABSL_FLAG(int, workers, Defaults().arbiter.workers, "device streams for dispatch and tuning");
+ABSL_FLAG(int64_t, max_message_bytes, Defaults().max_message_bytes,
           "largest request or response; the default fits 8192x8192 f32 operands");
 ABSL_FLAG(std::string, log_level, "",
           "trace, debug, info, warn, error, critical, off; unset: $ARBITER_LOG_LEVEL, else info");
 ABSL_FLAG(std::string, log_format, "text", "text (one line per event) or json (one object per line)");
-ABSL_FLAG(int64_t, max_queue, 64,
+ABSL_FLAG(size_t, max_queue, Defaults().arbiter.max_queue,
           "dispatches that may wait for a device stream; more get RESOURCE_EXHAUSTED");
-ABSL_FLAG(double, shutdown_grace_seconds, 10, "time in-flight calls get after SIGTERM");
-ABSL_FLAG(std::string, port_file, "", "write the bound port here once serving");
-ABSL_FLAG(double, verify_fraction, 0, "share of dispatches also checked against the reference");
-ABSL_FLAG(double, noise_multiple, 2.0,
+ABSL_FLAG(double, shutdown_grace_seconds, Defaults().shutdown_grace_seconds,
+          "time in-flight calls get after SIGTERM");
+ABSL_FLAG(std::string, port_file, Defaults().port_file, "write the bound port here once serving");
+ABSL_FLAG(double, verify_fraction, Defaults().arbiter.verify_fraction,
+          "share of dispatches also checked against the reference");
+ABSL_FLAG(double, noise_multiple, Defaults().arbiter.noise.noise_multiple,
           "a challenger displaces the incumbent only when its speedup beats this many relative spreads");
-ABSL_FLAG(double, noise_floor, 0.01, "smallest relative spread assumed when comparing candidates");
-ABSL_FLAG(std::string, admin_token_file, "",
+ABSL_FLAG(double, noise_floor, Defaults().arbiter.noise.noise_floor,
+          "smallest relative spread assumed when comparing candidates");
+ABSL_FLAG(std::string, admin_token_file, Defaults().admin_token_file,
           "file holding the bearer token Admin calls must carry; without it, loopback listeners only");
-ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for the listener (with --tls-key)");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key for the listener (with --tls-cert)");
-ABSL_FLAG(std::string, metrics_listen, "", "host:port serving Prometheus /metrics; empty: none");
+ABSL_FLAG(std::string, tls_cert, Defaults().tls.cert_file,
+          "PEM certificate chain for the listener (with --tls-key)");
+ABSL_FLAG(std::string, tls_key, Defaults().tls.key_file,
+          "PEM private key for the listener (with --tls-cert)");
+ABSL_FLAG(std::string, metrics_listen, Defaults().metrics_listen,
+          "host:port serving Prometheus /metrics; empty: none");
 
 namespace {
 
@@ -56,6 +106,27 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
   return args;
 }
 
+DaemonOptions OptionsFromFlags() {
+  DaemonOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.store_path = absl::GetFlag(FLAGS_store);
+  options.backend = absl::GetFlag(FLAGS_backend);
+  options.arbiter.tuning = absl::GetFlag(FLAGS_tuning);
+  options.arbiter.workers = absl::GetFlag(FLAGS_workers);
+  options.arbiter.max_queue = absl::GetFlag(FLAGS_max_queue);
+  options.arbiter.verify_fraction = absl::GetFlag(FLAGS_verify_fraction);
+  options.arbiter.noise.noise_multiple = absl::GetFlag(FLAGS_noise_multiple);
+  options.arbiter.noise.noise_floor = absl::GetFlag(FLAGS_noise_floor);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
+  options.port_file = absl::GetFlag(FLAGS_port_file);
+  options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  return options;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,29 +145,6 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  arbiter::server::DaemonOptions options;
-  options.listen = absl::GetFlag(FLAGS_listen);
-  options.store_path = absl::GetFlag(FLAGS_store);
-  options.backend = absl::GetFlag(FLAGS_backend);
-  const auto tuning = arbiter::ParseTuningPolicy(absl::GetFlag(FLAGS_tuning));
-  if (!tuning) {
-    spdlog::critical("--tuning: expected sync, async or off, got \"{}\"", absl::GetFlag(FLAGS_tuning));
-    return 2;
-  }
-  options.tuning = *tuning;
-  options.workers = absl::GetFlag(FLAGS_workers);
-  options.max_queue = absl::GetFlag(FLAGS_max_queue);
-  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
-  options.port_file = absl::GetFlag(FLAGS_port_file);
-  options.verify_fraction = absl::GetFlag(FLAGS_verify_fraction);
-  options.noise.noise_multiple = absl::GetFlag(FLAGS_noise_multiple);
-  options.noise.noise_floor = absl::GetFlag(FLAGS_noise_floor);
-  options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
-  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
-  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
-  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
-
   // Blocked before any thread starts, so every thread inherits the mask and
   // only sigwait below receives them.
   sigset_t signals;
@@ -105,7 +153,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto daemon = arbiter::server::Daemon::Create(options);
+  auto daemon = arbiter::server::Daemon::Create(OptionsFromFlags());
   if (!daemon.ok()) {
     spdlog::critical("arbiterd failed to start: {}", daemon.status().ToString());
     return 1;

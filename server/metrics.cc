@@ -1,12 +1,9 @@
 #include "server/metrics.h"
 
-#include <exception>
 #include <sstream>
 #include <type_traits>
 #include <utility>
 
-#include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 #include <prometheus/text_serializer.h>
 
 #include "arbiter/v1/arbiter.pb.h"
@@ -63,19 +60,6 @@ constexpr VerdictSource kAllSources[] = {VerdictSource::kMeasured, VerdictSource
 
 }  // namespace
 
-// What the exposer scrapes: refreshes the state gauges, then collects the registry.
-class Metrics::ScrapeTarget : public prometheus::Collectable {
- public:
-  explicit ScrapeTarget(Metrics* metrics) : metrics_(metrics) {}
-  std::vector<prometheus::MetricFamily> Collect() const override {
-    metrics_->RefreshState();
-    return metrics_->registry_->Collect();
-  }
-
- private:
-  Metrics* metrics_;
-};
-
 namespace {
 
 // One per RPC: created when the call arrives, done when its status is sent (or,
@@ -130,23 +114,8 @@ std::vector<double> Metrics::KernelBuckets() { return Decades(-6, 1); }
 std::vector<double> Metrics::RpcBuckets() { return Decades(-4, 2); }
 std::vector<double> Metrics::TuningBuckets() { return Decades(-2, 3); }
 
-absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const MetricsOptions& options,
-                                                         const DeviceInfo& device) {
-  std::unique_ptr<Metrics> metrics(new Metrics(options, device));
-  if (options.listen.empty()) return metrics;
-  // prometheus-cpp reports a failed bind by throwing; it stops here.
-  try {
-    metrics->exposer_ = std::make_unique<prometheus::Exposer>(options.listen, /*num_threads=*/2);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError("metrics: cannot listen on '" + options.listen + "': " + e.what());
-  }
-  metrics->exposer_->RegisterCollectable(metrics->scrape_target_, "/metrics");
-  return metrics;
-}
-
 Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
-    : registry_(std::make_shared<prometheus::Registry>()),
-      scrape_target_(std::make_shared<ScrapeTarget>(this)) {
+    : registry_(std::make_shared<prometheus::Registry>()) {
   prometheus::Registry& r = *registry_;
   kernel_seconds_.family = &prometheus::BuildHistogram()
       .Name("arbiter_kernel_seconds")
@@ -252,20 +221,10 @@ Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
   }
 }
 
-Metrics::~Metrics() {
-  // The exposer's threads call into this object: stop them before any member goes.
-  exposer_.reset();
-}
-
-int Metrics::port() const {
-  if (!exposer_) return 0;
-  std::vector<int> ports = exposer_->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
-}
-
 std::string Metrics::Scrape() {
   std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, scrape_target_->Collect());
+  RefreshState();
+  prometheus::TextSerializer().Serialize(out, registry_->Collect());
   return out.str();
 }
 
@@ -281,7 +240,7 @@ void Metrics::Preload(Handles<T>& handles, const prometheus::Labels& labels) {
 template <typename T>
 T& Metrics::Get(Handles<T>& handles, const prometheus::Labels& labels) {
   if (auto it = handles.fixed.find(labels); it != handles.fixed.end()) return *it->second;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&handles.mu);
   auto [it, inserted] = handles.dynamic.try_emplace(labels, nullptr);
   if (inserted) {
     if constexpr (std::is_same_v<T, prometheus::Histogram>) {
@@ -346,12 +305,12 @@ void Metrics::OnVerification(const Problem& p, const Selection& s, double max_re
 void Metrics::SetServing(bool serving) { serving_->Set(serving ? 1 : 0); }
 
 void Metrics::SetStateProbe(std::function<MetricsState()> probe) {
-  std::lock_guard<std::mutex> lock(probe_mu_);
+  absl::MutexLock lock(&probe_mu_);
   probe_ = std::move(probe);
 }
 
 void Metrics::RefreshState() {
-  std::lock_guard<std::mutex> lock(probe_mu_);
+  absl::MutexLock lock(&probe_mu_);
   if (!probe_) return;
   const MetricsState state = probe_();
   auto set = [](prometheus::Gauge* gauge, const std::optional<int64_t>& value) {

@@ -1,5 +1,6 @@
-// Prometheus metrics of one daemon. Metrics owns the prometheus-cpp registry
-// and, when given a listen address, the HTTP exposer serving it at /metrics.
+// Prometheus metrics of one daemon. Metrics owns the prometheus-cpp registry;
+// Scrape() renders it as the text exposition that MetricsEndpoint serves at
+// /metrics (prometheus-cpp's Exposer is not used: metrics_endpoint.h says why).
 // Every family is built once in the constructor; label handles the daemon
 // knows up front (each registered candidate x its dtypes, each RPC method) are
 // created then too, so their series exist from the first scrape and the hot
@@ -25,7 +26,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,14 +39,13 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
 #include "engine/arbiter.h"
 #include "engine/backend.h"
 #include "engine/registry.h"
 #include "engine/status.h"
-
-namespace prometheus {
-class Exposer;
-}
 
 namespace arbiter::server {
 
@@ -58,7 +57,6 @@ struct CandidateLabels {
 std::vector<CandidateLabels> CandidateLabelsOf(const Registry& registry);
 
 struct MetricsOptions {
-  std::string listen;                        // "host:port" for GET /metrics; empty: no HTTP endpoint
   std::string version;                       // arbiter_build_info{version}
   std::string commit;                        // arbiter_build_info{commit}
   std::vector<CandidateLabels> candidates;   // series created at start, at zero
@@ -80,17 +78,14 @@ class Metrics : public ArbiterObserver {
   static std::vector<double> RpcBuckets();     // 100 us .. 100 s
   static std::vector<double> TuningBuckets();  // 10 ms .. 1000 s
 
-  // UNAVAILABLE naming the address when the exposer cannot listen on it.
-  static absl::StatusOr<std::unique_ptr<Metrics>> Create(const MetricsOptions& options,
-                                                         const DeviceInfo& device);
-  ~Metrics() override;
+  // Builds every family, and the series of `options.candidates`, at zero.
+  Metrics(const MetricsOptions& options, const DeviceInfo& device);
+  ~Metrics() override = default;
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // The port /metrics is served on (resolves a ":0" listen); 0 without an exposer.
-  int port() const;
-
-  // The text exposition a scrape would return now (tests, debugging).
+  // The text exposition of a scrape: refreshes the state gauges from the
+  // probe, then renders every family. Called on MetricsEndpoint's thread.
   std::string Scrape();
 
   // ArbiterObserver. Called on engine threads.
@@ -109,7 +104,7 @@ class Metrics : public ArbiterObserver {
   void SetServing(bool serving);
 
   // Installs the function read at each scrape to refresh the state gauges; it
-  // runs on an exposer thread and must be thread-safe. Pass nullptr before
+  // runs on the scraping thread and must be thread-safe. Pass nullptr before
   // destroying what it reads (the Arbiter outlives no Metrics, so clear it at
   // shutdown before the Arbiter goes).
   void SetStateProbe(std::function<MetricsState()> probe);
@@ -147,18 +142,17 @@ class Metrics : public ArbiterObserver {
   void RpcFinished(std::string_view method, grpc::StatusCode code, double seconds);
 
  private:
-  class ScrapeTarget;
   // Label handles: those made in the constructor are read without a lock;
-  // later ones live in `dynamic`, guarded by `mu_`.
+  // later ones live in `dynamic`, under the family's own mutex.
   template <typename T>
   struct Handles {
     prometheus::Family<T>* family = nullptr;
     std::vector<double> buckets;  // histograms only
-    std::map<prometheus::Labels, T*> fixed;    // immutable after the constructor
-    std::map<prometheus::Labels, T*> dynamic;  // GUARDED_BY(mu_)
+    std::map<prometheus::Labels, T*> fixed;  // immutable after the constructor
+    absl::Mutex mu;
+    std::map<prometheus::Labels, T*> dynamic ABSL_GUARDED_BY(mu);
   };
 
-  Metrics(const MetricsOptions& options, const DeviceInfo& device);
   template <typename T>
   T& Get(Handles<T>& handles, const prometheus::Labels& labels);
   template <typename T>
@@ -186,15 +180,9 @@ class Metrics : public ArbiterObserver {
   prometheus::Gauge* candidates_quarantined_ = nullptr;
   prometheus::Gauge* serving_ = nullptr;
 
-  std::mutex mu_;  // guards the `dynamic` maps
-
   // Held while the probe runs, so SetStateProbe(nullptr) waits out a scrape in progress.
-  std::mutex probe_mu_;
-  std::function<MetricsState()> probe_;  // GUARDED_BY(probe_mu_)
-
-  // Declared last: destroyed first, so no scrape runs on a half-destroyed object.
-  std::shared_ptr<ScrapeTarget> scrape_target_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  absl::Mutex probe_mu_;
+  std::function<MetricsState()> probe_ ABSL_GUARDED_BY(probe_mu_);
 };
 
 }  // namespace arbiter::server

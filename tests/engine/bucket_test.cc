@@ -48,5 +48,15 @@ TEST(BucketTest, MalformedTextIsRejected) {
   EXPECT_FALSE(ParseBucket("m(256,1024]a8.n(512,1024]a8.k(512,1024]a8").has_value());
 }
 
+TEST(BucketTest, BucketKeyIsTheDTypeAndTheBucket) {
+  const BucketKey key = BucketKeyOf({DType::kBF16, 4095, 64, 1});
+  EXPECT_EQ(key.dtype, DType::kBF16);
+  EXPECT_EQ(key.bucket, BucketOf({DType::kBF16, 4095, 64, 1}));
+  EXPECT_EQ(key.ToString(), "bf16/m(2048,4096]a1.n(32,64]a8.k[1,1]a1");
+  // Same shape, other dtype: another key.
+  EXPECT_NE(key, BucketKeyOf({DType::kF16, 4095, 64, 1}));
+  EXPECT_EQ(key, BucketKeyOf({DType::kBF16, 3001, 40, 1}));
+}
+
 }  // namespace
 }  // namespace arbiter

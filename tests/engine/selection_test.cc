@@ -67,7 +67,37 @@ TEST(SelectionTest, FailedCandidatesNeverWinEvenOnTier) {
   const std::vector<CandidateResult> r = {Failed("vendor", 3), Timed("generic", 1, 1e-3, 0.01)};
   const Decision d = Decide(r, Determinism::kNondeterministic, std::string("vendor"), kNoise);
   EXPECT_EQ(d.winner, "generic");
-  EXPECT_EQ(TierDefault(r, Determinism::kNondeterministic), "generic");
+}
+
+TEST(SelectionTest, TierDefaultIsTheHighestTierAndTheEarliestListedOnATie) {
+  const std::vector<CandidateResult> r = {Timed("generic", 1, 1e-3, 0.01),
+                                          Timed("first_vendor", 3, 2e-3, 0.01),
+                                          Timed("tuned", 2, 1e-4, 0.01),
+                                          Timed("second_vendor", 3, 1e-5, 0.01)};
+  const auto any = [](const CandidateResult&) { return true; };
+  auto best = TierDefault(r, any, &CandidateResult::tier);
+  ASSERT_NE(best, r.end());
+  EXPECT_EQ(best->name, "first_vendor");  // tier 3, listed before second_vendor; speed is no part of it
+  auto below_3 = TierDefault(r, [](const CandidateResult& c) { return c.tier < 3; },
+                             &CandidateResult::tier);
+  ASSERT_NE(below_3, r.end());
+  EXPECT_EQ(below_3->name, "tuned");
+}
+
+TEST(SelectionTest, TierDefaultOfNothingAllowedIsTheEnd) {
+  const std::vector<CandidateResult> r = {Timed("generic", 1, 1e-3, 0.01)};
+  EXPECT_EQ(TierDefault(r, [](const CandidateResult&) { return false; }, &CandidateResult::tier),
+            r.end());
+}
+
+TEST(SelectionTest, TierDefaultIncumbentIsDisplacedOnlyByAClearMargin) {
+  // No previous winner: the incumbent is the tier default among the timed, the
+  // first-listed tier 3; the other tier 3 is 1% faster, within noise.
+  const std::vector<CandidateResult> r = {Timed("first_vendor", 3, 100e-6, 0.02),
+                                          Timed("second_vendor", 3, 99e-6, 0.02)};
+  const Decision d = Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise);
+  EXPECT_EQ(d.winner, "first_vendor");
+  EXPECT_NE(d.reason.find("tier default first_vendor"), std::string::npos) << d.reason;
 }
 
 TEST(SelectionTest, DeterminismRequirementFiltersCandidates) {

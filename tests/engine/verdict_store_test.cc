@@ -325,6 +325,21 @@ TEST_F(VerdictStoreTest, ListVerdictsNarrowsByEachFilterField) {
   EXPECT_TRUE(RemainingOn("unknown device").empty());
 }
 
+TEST_F(VerdictStoreTest, CountVerdictsCountsTheFingerprintsVerdictsOnly) {
+  absl::StatusOr<int64_t> none = store_->CountVerdicts(kDevice);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, 0);
+  PutFixtureVerdicts();
+  absl::StatusOr<int64_t> four = store_->CountVerdicts(kDevice);
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ(*four, 4);
+  EXPECT_EQ(*store_->CountVerdicts(kOtherDevice), 1);
+  InvalidateScope f32;
+  f32.dtype = DType::kF32;
+  ASSERT_TRUE(store_->Invalidate(kDevice, f32).ok());
+  EXPECT_EQ(*store_->CountVerdicts(kDevice), 2);
+}
+
 TEST_F(VerdictStoreTest, ForcesArePutReplacedListedAndRemoved) {
   Force f;
   f.fingerprint = kDevice;

@@ -413,7 +413,9 @@ TEST_F(ArbiterdIntegrationTest, AsyncPolicyAnswersWithTheTierDefaultThenServesOn
     if (c.eligible()) best_tier = std::max(best_tier, c.tier());
   }
   for (const v1::CandidateInfo& c : listed.candidates()) {
-    if (c.name() == off.candidate()) EXPECT_EQ(c.tier(), best_tier);
+    if (c.name() == off.candidate()) {
+      EXPECT_EQ(c.tier(), best_tier);
+    }
   }
 
   // Async: answered at once with the same default (provisional), measured in the background.

@@ -1,7 +1,8 @@
 // The real arbiterd's logs: --log-format=json gives one JSON object per line
 // (checked by two parsers, protobuf's and Python's strict json module), even
 // for messages carrying quotes and newlines from a client; the level comes from
-// --log-level, else ARBITER_LOG_LEVEL; bad values stop the daemon at start.
+// --log-level, else ARBITER_LOG_LEVEL; bad values of these and of the other
+// flags stop the daemon at start.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <google/protobuf/struct.pb.h>
@@ -92,8 +94,9 @@ TEST_F(JsonLogsTest, EveryLineOfARunningDaemonIsAJsonObjectWithItsMessageIntact)
 
   // Python's json module is strict (no raw control characters in strings).
   const Finished python =
-      Shell("/usr/bin/python3 -c 'import json, sys; [json.loads(l) for l in sys.stdin]' < '" +
-            daemon_->log_path() + "'");
+      Shell(std::string(PYTHON3_PATH) +
+            " -c 'import json, sys; [json.loads(l) for l in sys.stdin]' < '" + daemon_->log_path() +
+            "'");
   EXPECT_EQ(python.exit_code, 0) << python.output << "\nlog:\n" << log;
 
   bool listening = false, audited = false, stopped = false;
@@ -148,6 +151,20 @@ TEST(LogLevelTest, UnknownLevelOrFormatStopsTheDaemonNamingTheValue) {
   const Finished format = FailingStart("", "--log-format=xml");
   EXPECT_EQ(format.exit_code, 2) << format.output;
   EXPECT_TRUE(Contains(format.output, "\"xml\"")) << format.output;
+}
+
+// --backend, --tuning and --max-queue parse into what the daemon uses (an enum,
+// an unsigned count): a value outside it stops arbiterd before anything starts.
+TEST(FlagTest, AValueOutsideAFlagsTypeStopsTheDaemonBeforeItStartsNamingTheFlag) {
+  const std::pair<std::string, std::string> bad[] = {
+      {"--backend=tpu", "'backend'"}, {"--tuning=eager", "'tuning'"},
+      {"--max-queue=-1", "'max_queue'"}, {"--workers=two", "'workers'"}};
+  for (const auto& [flag, name] : bad) {
+    const Finished run = FailingStart("", flag);
+    EXPECT_NE(run.exit_code, 0) << flag << ": " << run.output;
+    EXPECT_TRUE(Contains(run.output, name)) << flag << ": " << run.output;
+    EXPECT_FALSE(Contains(run.output, "backend cpu:")) << flag << " started a backend: " << run.output;
+  }
 }
 
 TEST(LogLevelTest, JsonFormatAppliesFromTheFirstLine) {

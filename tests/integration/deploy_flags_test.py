@@ -1,12 +1,13 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The arbiterd command lines in deploy/ are ones this arbiterd accepts.
 
 For each deployment - the Kubernetes DaemonSet's args, the container image's
 CMD, the systemd unit's ExecStart and its documented ARBITERD_ARGS example -
-runs the real arbiterd with exactly those flags plus --backend=none-such: flag
-parsing and log setup must pass (an unknown flag or value stops arbiterd
-before it logs "arbiterd failed to start"), and the start then fails on
-purpose, so nothing binds a port or opens a device. Also checks that
+runs the real arbiterd with exactly those flags plus an empty --listen (the
+last value of a flag wins): flag parsing and log setup must pass (an unknown
+flag or value stops arbiterd before it logs "arbiterd failed to start"), and
+the start then fails on purpose, on the empty listener, before anything binds
+a port or opens a device. Also checks that
 deploy/README.md documents every flag arbiterd has, and names none it lacks.
 
 Usage: deploy_flags_test.py ARBITERD
@@ -65,10 +66,10 @@ def known_flags(arbiterd):
 
 def check_accepted(arbiterd, name, args):
     """True when arbiterd parses `args` and gets as far as starting."""
-    run = subprocess.run([arbiterd, *args, "--backend=none-such"], capture_output=True, text=True,
+    run = subprocess.run([arbiterd, *args, "--listen="], capture_output=True, text=True,
                          timeout=60)
     output = run.stdout + run.stderr
-    if run.returncode == 1 and "arbiterd failed to start" in output:
+    if run.returncode == 1 and "arbiterd failed to start" in output and "listen: empty" in output:
         print(f"ok    {name}: {' '.join(args)}")
         return True
     print(f"FAIL  {name}: {' '.join(args)}\n      exit {run.returncode}: {output.strip()}")

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Calls arbiterd from a client nobody here wrote: Python's grpcio, with stubs
 generated from proto/arbiter/v1/arbiter.proto alone.
 
@@ -10,7 +10,8 @@ runs a Matmul (C checked against a reference computed here) and a Select, and
 checks how errors and admin auth look from outside. Prints "N passed, N failed"
 last; exits 0 only when nothing failed.
 
-Needs Debian's python3-grpcio and python3-grpc-tools (run with /usr/bin/python3).
+Needs Debian's python3-grpcio and python3-grpc-tools (ctest runs it with the
+python3 CMake found).
 """
 
 import math

@@ -1,5 +1,9 @@
-// The daemon composed in-process: ephemeral port, health, and shutdown.
+// The daemon composed in-process: ephemeral port, health, shutdown, and the
+// limits its options hand the engine.
 #include "server/daemon.h"
+
+#include <string_view>
+#include <utility>
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -15,7 +19,7 @@ DaemonOptions InProcessOptions() {
   DaemonOptions options;
   options.listen = "127.0.0.1:0";
   options.store_path = ":memory:";
-  options.backend = "cpu";
+  options.backend = BackendKind::kCpu;
   options.shutdown_grace_seconds = 5;
   return options;
 }
@@ -88,16 +92,26 @@ TEST(DaemonTest, ANonLoopbackListenerWithoutAnAdminTokenIsRefused) {
       << daemon.status();
 }
 
+TEST(DaemonTest, BackendNamesParseToTheirKindAndOthersAreRefusedNamingTheChoices) {
+  const std::pair<std::string_view, BackendKind> names[] = {
+      {"auto", BackendKind::kAuto}, {"cpu", BackendKind::kCpu}, {"cuda", BackendKind::kCuda}};
+  for (const auto& [name, kind] : names) {
+    const absl::StatusOr<BackendKind> parsed = ParseBackendKind(name);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, kind) << name;
+    EXPECT_EQ(BackendKindName(kind), name);
+  }
+  const absl::StatusOr<BackendKind> tpu = ParseBackendKind("tpu");
+  EXPECT_EQ(tpu.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(tpu.status().message(), R"(backend: expected auto, cpu or cuda, got "tpu")");
+}
+
 TEST(DaemonTest, InvalidOptionsAreRefusedNamingTheFlag) {
   DaemonOptions options = InProcessOptions();
-  options.backend = "tpu";
+  options.arbiter.workers = 0;
   auto daemon = Daemon::Create(options);
   EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(daemon.status().message().find("backend"), std::string::npos);
-
-  options = InProcessOptions();
-  options.workers = 0;
-  EXPECT_EQ(Daemon::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(daemon.status().message().find("workers"), std::string::npos) << daemon.status();
 
   options = InProcessOptions();
   options.max_message_bytes = int64_t{1} << 40;
@@ -111,6 +125,33 @@ TEST(DaemonTest, AnAddressThatCannotBeBoundIsUnavailable) {
   options.listen = "127.0.0.1:" + std::to_string((*first)->port());
   auto second = Daemon::Create(options);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+}
+
+// The limits set by flags reach the engine; bad ones are refused at start.
+TEST(DaemonLimitsTest, MaxQueueReachesTheEngine) {
+  DaemonOptions options = InProcessOptions();
+  options.arbiter.max_queue = 3;
+  auto daemon = Daemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_EQ((*daemon)->arbiter().options().max_queue, 3u);
+}
+
+TEST(DaemonLimitsTest, NoisePolicyReachesTheEngine) {
+  DaemonOptions options = InProcessOptions();
+  options.arbiter.noise.noise_multiple = 3.5;
+  options.arbiter.noise.noise_floor = 0.05;
+  auto daemon = Daemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_EQ((*daemon)->arbiter().options().noise.noise_multiple, 3.5);
+  EXPECT_EQ((*daemon)->arbiter().options().noise.noise_floor, 0.05);
+}
+
+TEST(DaemonLimitsTest, NegativeNoiseFloorIsRefusedAtStart) {
+  DaemonOptions options = InProcessOptions();
+  options.arbiter.noise.noise_floor = -0.01;
+  auto daemon = Daemon::Create(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(daemon.status().message().find("noise-floor"), std::string::npos) << daemon.status();
 }
 
 }  // namespace

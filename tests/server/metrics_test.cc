@@ -1,13 +1,9 @@
 #include "server/metrics.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -51,9 +47,7 @@ MetricsOptions Options() {
 }
 
 std::unique_ptr<Metrics> MakeMetrics(const MetricsOptions& options = Options()) {
-  auto metrics = Metrics::Create(options, GpuDevice());
-  EXPECT_TRUE(metrics.ok()) << metrics.status();
-  return std::move(metrics).value();
+  return std::make_unique<Metrics>(options, GpuDevice());
 }
 
 Selection Selected(const std::string& candidate, VerdictSource source) {
@@ -323,49 +317,6 @@ TEST(MetricsTest, KernelBucketsSpanOneMicrosecondToTenSecondsIncreasing) {
   EXPECT_DOUBLE_EQ(b.front(), 1e-6);
   EXPECT_DOUBLE_EQ(b.back(), 10);
   for (size_t i = 1; i < b.size(); ++i) EXPECT_LT(b[i - 1], b[i]);
-}
-
-// A plain HTTP GET of /metrics on 127.0.0.1:port; the whole response.
-std::string HttpGet(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) response.append(buf, n);
-    }
-  }
-  close(fd);
-  return response;
-}
-
-TEST(MetricsTest, ExposerServesTheScrapeOverHttp) {
-  MetricsOptions o = Options();
-  o.listen = "127.0.0.1:0";
-  auto m = MakeMetrics(o);
-  ASSERT_GT(m->port(), 0);
-  m->OnDispatch(kF32, Selected("tiled", VerdictSource::kMeasured), 2e-3, absl::OkStatus());
-  const std::string response = HttpGet(m->port());
-  EXPECT_NE(response.find("200 OK"), std::string::npos) << response.substr(0, 200);
-  EXPECT_NE(response.find(R"(arbiter_kernel_seconds_count{candidate="tiled",dtype="f32"} 1)"),
-            std::string::npos);
-}
-
-TEST(MetricsTest, ListenAddressInUseIsAnErrorNotACrash) {
-  MetricsOptions o = Options();
-  o.listen = "127.0.0.1:0";
-  auto first = MakeMetrics(o);
-  ASSERT_GT(first->port(), 0);
-  o.listen = "127.0.0.1:" + std::to_string(first->port());
-  auto second = Metrics::Create(o, GpuDevice());
-  ASSERT_FALSE(second.ok());
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(second.status().message().find(o.listen), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,40 @@
+#include "engine/verdict_cache.h"
+
+namespace arbiter {
+
+std::optional<Verdict> VerdictCache::Get(const BucketKey& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  entries_.splice(entries_.begin(), entries_, it->second);
+  return it->second->second;
+}
+
+void VerdictCache::Put(const BucketKey& key, const Verdict& verdict) {
+  if (capacity_ == 0) return;
+  absl::MutexLock lock(&mu_);
+  if (auto it = index_.find(key); it != index_.end()) {
+    it->second->second = verdict;
+    entries_.splice(entries_.begin(), entries_, it->second);
+    return;
+  }
+  if (entries_.size() >= capacity_) {
+    index_.erase(entries_.back().first);
+    entries_.pop_back();
+  }
+  entries_.emplace_front(key, verdict);
+  index_[key] = entries_.begin();
+}
+
+void VerdictCache::Clear() {
+  absl::MutexLock lock(&mu_);
+  index_.clear();
+  entries_.clear();
+}
+
+size_t VerdictCache::size() const {
+  absl::MutexLock lock(&mu_);
+  return entries_.size();
+}
+
+}  // namespace arbiter

@@ -1,0 +1,46 @@
+// Verdicts kept in memory in front of the verdict store, keyed by (dtype,
+// bucket) on one device. Bounded: past `capacity` entries the least recently
+// used is evicted. The store holds every verdict, so a miss or an eviction costs
+// one store read, never a wrong answer.
+//
+// Ownership: holds copies of the verdicts it was given.
+// Thread-safe: provides internal synchronization (one mutex over the entries).
+#pragma once
+
+#include <cstddef>
+#include <list>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/bucket.h"
+#include "engine/verdict.h"
+
+namespace arbiter {
+
+class VerdictCache {
+ public:
+  // `capacity` 0 caches nothing.
+  explicit VerdictCache(size_t capacity) : capacity_(capacity) {}
+  VerdictCache(const VerdictCache&) = delete;
+  VerdictCache& operator=(const VerdictCache&) = delete;
+
+  // The cached verdict for `key`, now the most recently used; nullopt on a miss.
+  std::optional<Verdict> Get(const BucketKey& key);
+  // Inserts or replaces `key`'s verdict, evicting the least recently used past capacity.
+  void Put(const BucketKey& key, const Verdict& verdict);
+  void Clear();
+  size_t size() const;
+
+ private:
+  using Entries = std::list<std::pair<BucketKey, Verdict>>;  // most recently used first
+
+  const size_t capacity_;
+  mutable absl::Mutex mu_;
+  Entries entries_ ABSL_GUARDED_BY(mu_);
+  std::map<BucketKey, Entries::iterator> index_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace arbiter

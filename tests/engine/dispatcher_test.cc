@@ -1,0 +1,299 @@
+// Dispatch: running a selection on the caller's operands, the sampled
+// verification of live results, and - through Arbiter::Dispatch - the bounded
+// work queue and deadlines: a gated kernel holds the only device stream, so
+// which dispatches wait, which are refused and which never start is decided by
+// the test, with no sleeps as synchronization.
+#include "engine/dispatcher.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "engine/arbiter.h"
+#include "engine/measurer.h"
+#include "engine/selection_policy.h"
+#include "gtest/gtest.h"
+#include "tests/engine/fake_backend.h"
+
+namespace arbiter {
+namespace {
+
+using std::chrono::system_clock;
+using testing::FakeBackend;
+using testing::FakeCandidate;
+using testing::FakeStream;
+using testing::NaiveGemm;
+using testing::Gate;
+using testing::TimedKernel;
+
+// Polls for a state another thread reaches without signalling it (a dispatch
+// blocked inside the engine's queue), for at most 30 s.
+bool Eventually(const std::function<bool()>& condition) {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > limit) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // between checks, not a wait for one
+  }
+  return true;
+}
+
+bool Ready(const std::future<absl::StatusOr<DispatchResult>>& f) {
+  return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+class DispatchQueueTest : public ::testing::Test {
+ protected:
+  // One device stream and one candidate whose kernel waits at `gate_`; tuning
+  // off, so a dispatch runs the kernel exactly once and nothing is measured.
+  void Start(size_t max_queue) {
+    ArbiterOptions options;
+    options.workers = 1;
+    options.max_queue = max_queue;
+    options.tuning = TuningPolicy::kOff;
+    auto backend = std::make_unique<FakeBackend>();
+    std::vector<CandidateSpec> candidates;
+    candidates.push_back(FakeCandidate("gated", 1, [gate = gate_](const GemmArgs& a) {
+      gate->Pass();
+      NaiveGemm(a, a.problem.k, a.problem.m);
+      static_cast<FakeStream*>(a.stream)->Advance(1e-6);
+      return absl::OkStatus();
+    }));
+    auto registry = Registry::Create(std::move(candidates), *backend);
+    ASSERT_TRUE(registry.ok()) << registry.status();
+    auto store = VerdictStore::Open(":memory:");
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto arbiter = Arbiter::Create(options, std::move(backend), std::move(*registry), std::move(*store));
+    ASSERT_TRUE(arbiter.ok()) << arbiter.status();
+    arbiter_ = std::move(*arbiter);
+    a_.resize(p_.m * p_.k);
+    b_.resize(p_.k * p_.n);
+    FillRandom(DType::kF32, a_.data(), a_.size(), 11);
+    FillRandom(DType::kF32, b_.data(), b_.size(), 12);
+  }
+
+  absl::StatusOr<DispatchResult> Dispatch(SelectOptions options = {}) {
+    return arbiter_->Dispatch(p_, options, a_.data(), a_.size() * sizeof(float), b_.data(),
+                              b_.size() * sizeof(float));
+  }
+  std::future<absl::StatusOr<DispatchResult>> DispatchInBackground(SelectOptions options = {}) {
+    return std::async(std::launch::async, [this, options] { return Dispatch(options); });
+  }
+
+  std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
+  std::unique_ptr<Arbiter> arbiter_;
+  const Problem p_{DType::kF32, 12, 20, 8};
+  std::vector<float> a_, b_;
+};
+
+TEST_F(DispatchQueueTest, DispatchBeyondAZeroQueueIsRefusedWithResourceExhaustedNamingTheLimit) {
+  Start(/*max_queue=*/0);
+  auto holder = DispatchInBackground();
+  gate_->WaitEntered();  // the only stream is taken
+
+  const absl::StatusOr<DispatchResult> refused = Dispatch();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find("limit 0"), std::string::npos) << refused.status();
+
+  gate_->Open();
+  EXPECT_TRUE(holder.get().ok());
+  EXPECT_EQ(gate_->Entered(), 1);  // the refused dispatch never ran
+}
+
+TEST_F(DispatchQueueTest, QueueHoldsUpToItsLimitThenRefusesAndTheQueuedWorkRuns) {
+  Start(/*max_queue=*/1);
+  auto holder = DispatchInBackground();
+  gate_->WaitEntered();
+  auto queued = DispatchInBackground();
+  ASSERT_TRUE(Eventually([&] { return arbiter_->queue_depth() == 1 || Ready(queued); }));
+  ASSERT_EQ(arbiter_->queue_depth(), 1u) << "the second dispatch finished instead of queueing";
+
+  const absl::StatusOr<DispatchResult> refused = Dispatch();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find("limit 1"), std::string::npos) << refused.status();
+
+  gate_->Open();
+  EXPECT_TRUE(holder.get().ok());
+  const absl::StatusOr<DispatchResult> second = queued.get();
+  EXPECT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(gate_->Entered(), 2);
+  EXPECT_EQ(arbiter_->queue_depth(), 0u);
+}
+
+TEST_F(DispatchQueueTest, DispatchWhoseDeadlineHasPassedIsNotStarted) {
+  Start(/*max_queue=*/4);
+  SelectOptions options;
+  options.deadline = system_clock::now() - std::chrono::seconds(1);
+  const absl::StatusOr<DispatchResult> late = Dispatch(options);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
+  EXPECT_NE(late.status().message().find("ms ago"), std::string::npos) << late.status();
+  EXPECT_EQ(gate_->Entered(), 0);
+}
+
+TEST_F(DispatchQueueTest, DispatchWithAFutureDeadlineRuns) {
+  Start(/*max_queue=*/4);
+  gate_->Open();
+  SelectOptions options;
+  options.deadline = system_clock::now() + std::chrono::hours(1);
+  const absl::StatusOr<DispatchResult> r = Dispatch(options);
+  EXPECT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(gate_->Entered(), 1);
+}
+
+TEST_F(DispatchQueueTest, DeadlineThatPassesWhileQueuedStopsTheWorkFromStarting) {
+  Start(/*max_queue=*/4);
+  auto holder = DispatchInBackground();
+  gate_->WaitEntered();
+
+  SelectOptions options;
+  options.deadline = system_clock::now() + std::chrono::milliseconds(200);
+  auto queued = DispatchInBackground(options);
+  ASSERT_TRUE(Eventually([&] { return arbiter_->queue_depth() == 1 || Ready(queued); }));
+  ASSERT_EQ(arbiter_->queue_depth(), 1u) << "the dispatch finished before queueing: "
+                                         << queued.get().status();
+  // Waiting on the clock itself: the deadline is what is being tested.
+  ASSERT_TRUE(Eventually([&] { return system_clock::now() > *options.deadline; }));
+  gate_->Open();
+
+  EXPECT_TRUE(holder.get().ok());
+  const absl::StatusOr<DispatchResult> late = queued.get();
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
+  EXPECT_NE(late.status().message().find("queued"), std::string::npos) << late.status();
+  EXPECT_EQ(gate_->Entered(), 1);  // only the holder's kernel ran
+}
+
+TEST(DispatchChecksTest, OperandSizesMustHoldTheProblemsAAndB) {
+  const Problem p{DType::kBF16, 3, 5, 7};
+  EXPECT_TRUE(CheckOperandSizes(p, 3 * 7 * 2, 7 * 5 * 2).ok());
+  const absl::Status a = CheckOperandSizes(p, 3 * 7 * 2 - 1, 7 * 5 * 2);
+  EXPECT_EQ(a.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.message(), "a: expected 42 bytes (m*k = 3*7 elements of bf16), got 41");
+  const absl::Status b = CheckOperandSizes(p, 3 * 7 * 2, 0);
+  EXPECT_EQ(b.message(), "b: expected 70 bytes (k*n = 7*5 elements of bf16), got 0");
+}
+
+TEST(DispatchChecksTest, OnlyAPassedDeadlineStopsTheWork) {
+  EXPECT_TRUE(CheckDeadline(std::nullopt, "on arrival").ok());
+  EXPECT_TRUE(CheckDeadline(system_clock::now() + std::chrono::hours(1), "on arrival").ok());
+  const absl::Status late = CheckDeadline(system_clock::now() - std::chrono::seconds(2), "on arrival");
+  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(late.message().find("ms ago on arrival; the work was not started"), std::string::npos)
+      << late.message();
+}
+
+// A Dispatcher over a fake device with one stream, and a recorder of what it reports.
+class DispatcherTest : public ::testing::Test, public ArbiterObserver {
+ protected:
+  void Start(std::vector<CandidateSpec> candidates, double verify_fraction) {
+    auto registry = Registry::Create(std::move(candidates), backend_);
+    ASSERT_TRUE(registry.ok()) << registry.status();
+    registry_ = std::move(*registry);
+    auto store = VerdictStore::Open(":memory:");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    auto quarantine = Quarantine::Create(*store_, backend_.info().Fingerprint());
+    ASSERT_TRUE(quarantine.ok()) << quarantine.status();
+    quarantine_ = std::move(*quarantine);
+    std::vector<std::unique_ptr<Stream>> streams;
+    streams.push_back(std::make_unique<FakeStream>());
+    streams_ = std::make_unique<StreamPool>(std::move(streams), 4);
+    dispatcher_ = std::make_unique<Dispatcher>(backend_, *streams_, *quarantine_, cache_,
+                                               verify_fraction);
+    dispatcher_->set_observer(this);
+    a_.resize(p_.m * p_.k);
+    b_.resize(p_.k * p_.n);
+    FillRandom(DType::kF32, a_.data(), a_.size(), 21);
+    FillRandom(DType::kF32, b_.data(), b_.size(), 22);
+  }
+  Selection Chosen(const std::string& name) {
+    auto s = SelectTierDefault(p_, {registry_->Find(name)}, Determinism::kNondeterministic,
+                               VerdictSource::kTierDefault, "test");
+    EXPECT_TRUE(s.ok()) << s.status();
+    return *s;
+  }
+  absl::StatusOr<DispatchResult> Run(const Selection& s) {
+    return dispatcher_->Run(p_, s, std::nullopt, a_.data(), b_.data());
+  }
+
+  void OnDispatch(const Problem&, const Selection&, double, const absl::Status& s) override {
+    ++dispatched;
+    if (!s.ok()) ++failed;
+  }
+  void OnVerification(const Problem&, const Selection&, double, bool pass) override {
+    ++verified;
+    if (!pass) ++out_of_budget;
+  }
+
+  FakeBackend backend_;
+  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<VerdictStore> store_;
+  std::unique_ptr<Quarantine> quarantine_;
+  VerdictCache cache_{16};
+  std::unique_ptr<StreamPool> streams_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  const Problem p_{DType::kF32, 12, 20, 8};
+  std::vector<float> a_, b_;
+  int dispatched = 0, failed = 0, verified = 0, out_of_budget = 0;
+};
+
+TEST_F(DispatcherTest, RunsTheSelectedMemberAndReturnsCAndItsDeviceTime) {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("timed", 2, TimedKernel(7e-6)));
+  Start(std::move(c), 0.0);
+  absl::StatusOr<DispatchResult> r = Run(Chosen("timed"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->device_seconds, 7e-6);  // the fake device's clock, not a host timing
+  EXPECT_EQ(r->selection.candidate, "timed");
+  ASSERT_EQ(r->c.size(), p_.c_bytes());
+  const float* c_out = reinterpret_cast<const float*>(r->c.data());
+  double ref = 0;
+  for (int64_t k = 0; k < p_.k; ++k) ref += double(a_[k]) * b_[k * p_.n];
+  EXPECT_NEAR(c_out[0], ref, 1e-5);
+  EXPECT_EQ(dispatched, 1);
+  EXPECT_EQ(verified, 0);
+}
+
+TEST_F(DispatcherTest, AKernelErrorIsReportedWithTheCandidateAndProblem) {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("declines", 2, [](const GemmArgs&) {
+    return absl::UnimplementedError("no kernel for this shape");
+  }));
+  Start(std::move(c), 0.0);
+  absl::StatusOr<DispatchResult> r = Run(Chosen("declines"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(r.status().message(), "declines failed on f32 12x20x8: no kernel for this shape");
+  EXPECT_EQ(failed, 1);
+}
+
+TEST_F(DispatcherTest, VerificationSamplesEveryNthDispatchExactly) {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("timed", 2, TimedKernel(1e-6)));
+  Start(std::move(c), 0.25);
+  const Selection s = Chosen("timed");
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(Run(s).ok());
+  EXPECT_EQ(verified, 2);
+  EXPECT_EQ(out_of_budget, 0);
+}
+
+TEST_F(DispatcherTest, AnOutOfBudgetLiveResultQuarantinesTheCandidateForItsBucketOnly) {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("skips_k", 2, [](const GemmArgs& a) {
+    NaiveGemm(a, a.problem.k - 1, a.problem.m);
+    return absl::OkStatus();
+  }));
+  Start(std::move(c), 1.0);
+  cache_.Put(BucketKeyOf(p_), Verdict{});
+  const Selection s = Chosen("skips_k");
+  absl::StatusOr<DispatchResult> r = Run(s);
+  ASSERT_TRUE(r.ok()) << r.status();  // the client still gets the answer it asked for
+  EXPECT_EQ(out_of_budget, 1);
+  const CandidateSpec& spec = registry_->Find("skips_k")->spec;
+  EXPECT_TRUE(quarantine_->Covers(spec, p_.dtype, BucketOf(p_)));
+  EXPECT_FALSE(quarantine_->Covers(spec, p_.dtype, BucketOf(Problem{DType::kF32, 64, 64, 64})));
+  EXPECT_EQ(cache_.size(), 0u);  // nothing cached is served from before the quarantine
+}
+
+}  // namespace
+}  // namespace arbiter

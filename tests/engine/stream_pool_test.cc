@@ -1,0 +1,106 @@
+#include "engine/stream_pool.h"
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "tests/engine/fake_backend.h"
+
+namespace arbiter {
+namespace {
+
+using testing::FakeStream;
+
+std::unique_ptr<StreamPool> Pool(int streams, size_t max_waiters) {
+  std::vector<std::unique_ptr<Stream>> s;
+  for (int i = 0; i < streams; ++i) s.push_back(std::make_unique<FakeStream>());
+  return std::make_unique<StreamPool>(std::move(s), max_waiters);
+}
+
+// Polls for a state another thread reaches without signalling it (a caller
+// blocked inside Acquire), for at most 30 s.
+bool Eventually(const std::function<bool()>& condition) {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > limit) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // between checks, not a wait for one
+  }
+  return true;
+}
+
+// What a bounded Acquire answers while every stream is held. A pool that queues
+// the caller instead gives no answer; then `release` frees a stream so the
+// caller, and the test, can finish.
+absl::Status AnswerWhileFull(StreamPool& pool, const std::function<void()>& release) {
+  auto answer = std::async(std::launch::async, [&] { return pool.Acquire(/*bounded=*/true).status(); });
+  if (answer.wait_for(std::chrono::seconds(30)) == std::future_status::ready) return answer.get();
+  release();
+  answer.wait();
+  return absl::InternalError("the caller was queued past the limit");
+}
+
+TEST(StreamPoolTest, LeasesAreDistinctStreamsWhileHeld) {
+  auto pool = Pool(2, 0);
+  absl::StatusOr<StreamPool::Lease> a = pool->Acquire(/*bounded=*/true);
+  absl::StatusOr<StreamPool::Lease> b = pool->Acquire(/*bounded=*/true);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->get(), b->get());
+}
+
+TEST(StreamPoolTest, BoundedAcquireIsRefusedPastMaxWaitersNamingTheLimit) {
+  auto pool = Pool(1, 0);
+  std::optional<StreamPool::Lease> held;
+  {
+    absl::StatusOr<StreamPool::Lease> lease = pool->Acquire(/*bounded=*/true);
+    ASSERT_TRUE(lease.ok());
+    held.emplace(*std::move(lease));
+  }
+  const absl::Status status = AnswerWhileFull(*pool, [&] { held.reset(); });
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_NE(status.message().find("limit 0"), std::string::npos) << status;
+  EXPECT_EQ(pool->waiting(), 0u);
+}
+
+TEST(StreamPoolTest, AReturnedStreamGoesToTheWaiterAndTheQueueRefusesOnlyWhileFull) {
+  auto pool = Pool(1, 1);
+  std::optional<StreamPool::Lease> held;
+  {
+    absl::StatusOr<StreamPool::Lease> lease = pool->Acquire(/*bounded=*/true);
+    ASSERT_TRUE(lease.ok());
+    held.emplace(*std::move(lease));
+  }
+  Stream* const stream = held->get();
+  auto waiter = std::async(std::launch::async, [&] {
+    absl::StatusOr<StreamPool::Lease> lease = pool->Acquire(/*bounded=*/true);
+    return lease.ok() ? lease->get() : nullptr;
+  });
+  ASSERT_TRUE(Eventually([&] { return pool->waiting() == 1; }));
+  const absl::Status full = AnswerWhileFull(*pool, [&] { held.reset(); });
+  ASSERT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+
+  held.reset();  // returns the stream: the waiter gets that very stream
+  EXPECT_EQ(waiter.get(), stream);
+  EXPECT_EQ(pool->waiting(), 0u);
+  EXPECT_TRUE(pool->Acquire(/*bounded=*/true).ok());  // the waiter's lease went back too
+}
+
+TEST(StreamPoolTest, UnboundedAcquireWaitsEvenWhenTheQueueIsFull) {
+  auto pool = Pool(1, 0);
+  std::optional<StreamPool::Lease> held;
+  {
+    absl::StatusOr<StreamPool::Lease> lease = pool->Acquire(/*bounded=*/true);
+    ASSERT_TRUE(lease.ok());
+    held.emplace(*std::move(lease));
+  }
+  auto measurement = std::async(std::launch::async, [&] {
+    return pool->Acquire(/*bounded=*/false).ok();
+  });
+  ASSERT_TRUE(Eventually([&] { return pool->waiting() == 1; }));
+  held.reset();
+  EXPECT_TRUE(measurement.get());
+}
+
+}  // namespace
+}  // namespace arbiter
