@@ -7,7 +7,6 @@
 #include "kernels/mma_tiled/mma_tiled_candidate.h"
 #include "kernels/mma_warp/mma_warp_candidate.h"
 #include "kernels/simt/simt_candidate.h"
-#include "kernels/skinny/skinny_candidate.h"
 #include "kernels/splitk/splitk_candidate.h"
 #include "kernels/wgmma/wgmma_candidate.h"
 
@@ -31,7 +30,8 @@ std::vector<CandidateSpec> CudaCandidates(CudaBackend& backend) {
   Add(out, kernels::MakeGemvCandidate());
   Add(out, kernels::MakeSimtCandidate());
   Add(out, MakeWgmmaCandidates());
-  Add(out, kernels::MakeSkinnyCandidate());
+  // skinny (kernels/skinny) is built and tested but not raced until its
+  // current version passes skinny_tests on an sm_90 device.
   return out;
 }
 
