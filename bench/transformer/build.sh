@@ -3,7 +3,6 @@
 # sources are compiled in directly), for carrying to the GPU machine.
 #   usage: bench/transformer/build.sh OUT_DIR
 set -euo pipefail
-bench_defs=()
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: build.sh OUT_DIR}
 rm -rf "$out/obj" && mkdir -p "$out/obj"
@@ -16,17 +15,8 @@ nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/common/split_reduce.cu" -o 
 nvcc "${flags[@]}" -gencode=arch=compute_90a,code=sm_90a -c "$root/kernels/wgmma/wgmma_gemm.cu" -o "$out/obj/wgmma.o" &
 nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/kernels/skinny/skinny.cu" -o "$out/obj/skinny.o"
 wait
-# The skinny kernel as first measured on the H200 (36554b9: register double
-# buffering), beside the current one for comparison, in a namespace of its own.
-if git -C "$root" cat-file -e 36554b9:kernels/skinny/skinny.cu 2>/dev/null; then
-  git -C "$root" show 36554b9:kernels/skinny/skinny.cu |
-    sed 's/^namespace arbiter::kernels {/namespace arbiter::kernels::skinny_v1 {/' > "$out/skinny_v1.cu"
-  nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -I"$root/kernels/skinny" \
-    -c "$out/skinny_v1.cu" -o "$out/obj/skinny_v1.o"
-  bench_defs=(-DARBITER_BENCH_SKINNY_V1)
-fi
 nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/common/pad.cu" -o "$out/obj/pad.o" &
-nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 "${bench_defs[@]}" -c "$root/bench/transformer/transformer_bench.cu" -o "$out/obj/bench.o"
+nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/bench/transformer/transformer_bench.cu" -o "$out/obj/bench.o"
 wait
 nvcc -o "$out/transformer_bench" "$out"/obj/*.o -lcublas -lcublasLt
 echo "built $out/transformer_bench"

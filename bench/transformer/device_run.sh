@@ -55,7 +55,7 @@ if [[ ${NCU:-1} == 1 ]] && command -v ncu > /dev/null && (( $(left) > 40 )); the
   timeout $(( $(left) * 2 / 3 )) ncu --clock-control none -k regex:'SkinnyKernel|Pad2dKernel' \
     --section SpeedOfLight --section Occupancy --section WarpStateStats \
     --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum \
-    "$run" transformer_bench --no-claims --reps 1 --only skinny,padded_kernel \
+    "$run" transformer_bench --no-claims --reps 1 --only skinny,cublas_padded \
     --shape 1x4096x4096:bf16 --shape 16x14336x4096:bf16 --shape 16x16x65536:bf16 \
     --shape 32x9216x3072:bf16 --shape 8x30522x768:f16 --shape 4095x4095x4095:bf16 \
     > "$work/ncu1.log" 2>&1
