@@ -522,7 +522,7 @@ std::vector<Candidate> Candidates() {
   out.push_back({"gemv", k::kGemvBudgetAbs, k::kGemvBudgetRel,
                  [](const Op& op) { return op.m <= k::kGemvMaxM; }, Gemv});
   out.push_back({"skinny", k::kSkinnyBudgetAbs, k::kSkinnyBudgetRel,
-                 [](const Op& op) { return op.m <= k::kSkinnyMaxM; }, Skinny});
+                 [](const Op& op) { return op.m <= k::kSkinnyMaxM; }, Skinny, false});
   return out;
 }
 
