@@ -496,7 +496,10 @@ SkinnyPlan MakeSkinnyPlan(int64_t n, int64_t k, int sm_count) {
   for (int64_t s = 1; s <= std::min<int64_t>(most, kMaxClusterSplits); ++s) {
     const SkinnyPlan plan = plan_for(s, false);
     const int64_t ctas = strips * plan.splits;
-    const int64_t wave = plan.splits == 1 ? slots : (slots * 9 / 10) / plan.splits * plan.splits;
+    // At least one cluster a wave: with few SMs (a test's sm_count of 1) the
+    // 90% share would round to no cluster at all.
+    const int64_t clusters = std::max<int64_t>(1, (slots * 9 / 10) / plan.splits);
+    const int64_t wave = plan.splits == 1 ? slots : clusters * plan.splits;
     const double fill = static_cast<double>(ctas) / static_cast<double>(CeilDiv(ctas, wave) * wave);
     if (fill > best_fill + 0.05) {
       best_fill = fill;
