@@ -49,10 +49,15 @@ ABSL_FLAG(double, kernels_budget_s, 0, "kernels: start no new shape after this m
 ABSL_FLAG(double, selection_budget_s, 0, "selection: start no new shape after this many seconds");
 ABSL_FLAG(bool, transfer, true, "selection: also serve each bucket at shapes it was not measured at");
 ABSL_FLAG(bool, second_run, true, "kernels: measure every shape twice to show the runs agree");
-ABSL_FLAG(int, warmup, 2, "untimed runs before sampling");
-ABSL_FLAG(int, min_samples, 5, "timed samples at least");
-ABSL_FLAG(int, max_samples, 30, "timed samples at most");
-ABSL_FLAG(double, sample_budget_s, 1.0, "per candidate: stop sampling after this much wall time");
+ABSL_FLAG(int, warmup, 1, "untimed interleaved rounds before sampling");
+ABSL_FLAG(int, min_samples, 5, "timed samples per candidate at least");
+ABSL_FLAG(int, max_samples, 30, "timed samples per candidate at most");
+ABSL_FLAG(double, device_budget_s, 0.5,
+          "per race: device time of all samples after which candidates with min_samples stop");
+ABSL_FLAG(double, wall_budget_s, 2.0,
+          "per race: host wall time of the timing phase after which candidates with min_samples "
+          "stop");
+ABSL_FLAG(double, wall_limit_s, 20, "per race: host wall time of the timing phase, hard limit");
 ABSL_FLAG(bool, cold_cache, true, "flush the last-level cache before every sample");
 ABSL_FLAG(std::string, peak_squares, "",
           "n of the n^3 squares the vendor's peak is probed at (default 4096,8192 on cuda, "
@@ -69,6 +74,7 @@ ABSL_FLAG(std::string, tuning_shapes, "",
           "tuning: MxNxK:dtype list (default squares 256..8192 bf16 and 4096x28672x4096:f16 on "
           "cuda, 64..512 f32 on cpu)");
 ABSL_FLAG(int, tuning_repeats, 2, "tuning: times each bucket is measured (median)");
+ABSL_FLAG(std::string, note, "", "recorded in the method (e.g. what else ran on the machine)");
 ABSL_FLAG(bool, quiet, false, "no progress lines on stderr");
 
 namespace {
@@ -228,7 +234,9 @@ int main(int argc, char** argv) {
   options.measure.warmup_runs = absl::GetFlag(FLAGS_warmup);
   options.measure.min_samples = absl::GetFlag(FLAGS_min_samples);
   options.measure.max_samples = absl::GetFlag(FLAGS_max_samples);
-  options.measure.budget_seconds = absl::GetFlag(FLAGS_sample_budget_s);
+  options.measure.device_budget_seconds = absl::GetFlag(FLAGS_device_budget_s);
+  options.measure.wall_budget_seconds = absl::GetFlag(FLAGS_wall_budget_s);
+  options.measure.wall_limit_seconds = absl::GetFlag(FLAGS_wall_limit_s);
   options.measure.cold_cache = absl::GetFlag(FLAGS_cold_cache);
   options.max_gflop = absl::GetFlag(FLAGS_max_gflop);
   options.second_run = absl::GetFlag(FLAGS_second_run);
@@ -355,12 +363,16 @@ int main(int argc, char** argv) {
   method.Add({"date", started});
   method.Add({"commit", ARBITER_BENCH_COMMIT});
   method.Add({"timer", TimerMethod(dev)});
-  method.Add({"warmup", absl::StrCat(options.measure.warmup_runs, " untimed runs")});
-  method.Add({"repeats", absl::StrCat(options.measure.min_samples, "..", options.measure.max_samples,
-                                      " samples, until IQR/median < ",
-                                      options.measure.stable_spread, " or ",
-                                      options.measure.budget_seconds,
-                                      " s wall per candidate; figures are medians, spread IQR/median")});
+  method.Add({"warmup", absl::StrCat(options.measure.warmup_runs, " untimed interleaved rounds "
+                                     "(after the oracle and determinism runs)")});
+  method.Add({"repeats",
+              absl::StrCat(options.measure.min_samples, "..", options.measure.max_samples,
+                           " samples per candidate in interleaved rounds, until IQR/median < ",
+                           options.measure.stable_spread, ", or the race's budgets (device ",
+                           options.measure.device_budget_seconds, " s, wall ",
+                           options.measure.wall_budget_seconds, " s, limit ",
+                           options.measure.wall_limit_seconds,
+                           " s) are spent; figures are medians, spread IQR/median")});
   method.Add({"cold_cache", options.measure.cold_cache
                                 ? absl::StrCat("the backend's FlushCache before every sample (",
                                                info.cache_bytes, " B last-level cache evicted)")
@@ -369,6 +381,10 @@ int main(int argc, char** argv) {
                          "determinism claim, before timing (the engine's Measurer)"});
   while (!clocks.empty() && clocks.back() == '\n') clocks.pop_back();
   std::replace(clocks.begin(), clocks.end(), '\n', ';');
+  if (rates.clock_max_mhz > 0) {
+    clocks = absl::StrCat("SM clock seen while timing: ", static_cast<int>(rates.clock_min_mhz),
+                          "-", static_cast<int>(rates.clock_max_mhz), " MHz; ", clocks);
+  }
   method.Add({"clocks", clocks.substr(0, 600)});
   method.Add({"peak_tflops", absl::StrCat(Fixed(rates.peak_flops / 1e12, 4), " (", dev.vendor,
                                           " at ", rates.peak_shape, ")")});
@@ -377,6 +393,7 @@ int main(int argc, char** argv) {
   method.Add({"shapes", shapes_path.empty() ? "" : absl::StrCat(shapes_path, " fnv1a64 ", shapes_hash)});
   method.Add({"vendor", dev.vendor});
   method.Add({"second_run", options.second_run ? "each kernel shape measured twice" : "off"});
+  if (!absl::GetFlag(FLAGS_note).empty()) method.Add({"note", absl::GetFlag(FLAGS_note)});
   if (auto s = method.WriteCsv(out + "/method.csv"); !s.ok()) Die(s);
 
   // Summary: the page and the last lines on stdout.

@@ -25,7 +25,13 @@ struct Row {
   CandidateResult first;
   std::optional<CandidateResult> second;
   double tune_wall = 0;
+  std::string clocks;  // SM clock range seen while timing, "min-max" MHz, where known
 };
+
+std::string ClockRange(const MeasureReport& r) {
+  if (r.sm_clock_max_mhz <= 0) return "";
+  return absl::StrCat(static_cast<int>(r.sm_clock_min_mhz), "-", static_cast<int>(r.sm_clock_max_mhz));
+}
 
 const CandidateResult* Find(const std::vector<Measurement>& ms, const std::string& name) {
   for (const auto& m : ms) {
@@ -89,14 +95,21 @@ absl::StatusOr<Table> RunKernels(BenchDevice& dev, const std::vector<BenchShape>
     }
     Measurer measurer(*dev.backend, *dev.stream, options.measure);
     const Clock::time_point t0 = Clock::now();
-    ASSIGN_OR_RETURN(std::vector<Measurement> first, measurer.Measure(p, cands));
+    ASSIGN_OR_RETURN(MeasureReport report, measurer.Race(p, cands));
     const double tune_wall = Since(t0);
+    const std::vector<Measurement>& first = report.measurements;
+    if (report.sm_clock_max_mhz > 0) {
+      rates->clock_min_mhz = rates->clock_min_mhz > 0
+                                 ? std::min(rates->clock_min_mhz, report.sm_clock_min_mhz)
+                                 : report.sm_clock_min_mhz;
+      rates->clock_max_mhz = std::max(rates->clock_max_mhz, report.sm_clock_max_mhz);
+    }
     std::vector<Measurement> second;
     if (options.second_run) {
       ASSIGN_OR_RETURN(second, measurer.Measure(p, cands));
     }
     for (const Measurement& m : first) {
-      Row row{s, m.result, std::nullopt, tune_wall};
+      Row row{s, m.result, std::nullopt, tune_wall, ClockRange(report)};
       if (const CandidateResult* r2 = Find(second, m.result.name)) row.second = *r2;
       if (m.result.name == dev.vendor && m.result.timed()) {
         vendor_time[p.ToString()] = m.result.median_seconds;
@@ -115,7 +128,7 @@ absl::StatusOr<Table> RunKernels(BenchDevice& dev, const std::vector<BenchShape>
 
   Table table({"group", "dtype", "m", "n", "k", "bucket", "candidate", "tier", "state", "reason",
                "median_s", "spread", "samples", "tflops", "vs_vendor", "pct_of_vendor", "floor_s",
-               "vs_floor", "run2_median_s", "run2_agrees", "tune_wall_s"});
+               "vs_floor", "run2_median_s", "run2_agrees", "tune_wall_s", "sm_clock_mhz"});
   for (const Row& r : rows) {
     const Problem& p = r.shape.problem;
     const CandidateResult& c = r.first;
@@ -136,7 +149,7 @@ absl::StatusOr<Table> RunKernels(BenchDevice& dev, const std::vector<BenchShape>
                absl::StrCat(c.samples), timed ? Fixed(p.flops() / t / 1e12, 4) : "",
                timed && tv > 0 ? Fixed(t / tv, 3) : "", timed && tv > 0 ? Fixed(100 * tv / t, 1) : "",
                Sci(floor > 0 ? floor : -1), timed && floor > 0 ? Fixed(t / floor, 2) : "", run2,
-               agrees, Fixed(r.tune_wall, 3)});
+               agrees, Fixed(r.tune_wall, 3), r.clocks});
   }
   return table;
 }

@@ -25,6 +25,8 @@ struct Rates {
   double peak_flops = 0;      // FLOP/s: the vendor's best large-square rate
   std::string peak_shape;     // where it was seen
   double copy_bandwidth = 0;  // bytes/s: device-to-device copy, read + write
+  double clock_min_mhz = 0;   // SM clock range seen while timing (0: not reported)
+  double clock_max_mhz = 0;
   // max(FLOPs / peak, (A + B + C bytes) / bandwidth), in seconds.
   double Floor(const Problem& p) const;
 };

@@ -17,8 +17,13 @@ absl::StatusOr<Table> RunTuning(const std::string& kind, int cpu_threads,
   ASSIGN_OR_RETURN(std::unique_ptr<Arbiter> arbiter,
                    Arbiter::Create(defaults, std::move(dev.backend), std::move(dev.registry),
                                    std::move(store)));
-  Table table({"dtype", "m", "n", "k", "candidates", "timed", "winner", "tune_wall_s", "spread",
-               "runs"});
+  // The phases' shares come from the engine's own accounting (Verdict::cost) of the last run.
+  std::vector<std::string> columns = {"dtype", "m", "n", "k", "candidates", "timed", "winner",
+                                      "tune_wall_s", "spread", "runs", "rows_checked"};
+  for (const auto& [phase, seconds] : TuningCost{}.Phases()) {
+    columns.push_back(absl::StrCat(phase, "_pct"));
+  }
+  Table table(columns);
   for (const Problem& p : shapes) {
     std::vector<double> walls;
     Verdict last;
@@ -31,9 +36,16 @@ absl::StatusOr<Table> RunTuning(const std::string& kind, int cpu_threads,
     int timed = 0;
     for (const CandidateResult& r : last.results) timed += r.timed();
     const SampleStats stats = Summarize(walls);
-    table.Add({DTypeName(p.dtype), absl::StrCat(p.m), absl::StrCat(p.n), absl::StrCat(p.k),
-               absl::StrCat(last.results.size()), absl::StrCat(timed), last.winner,
-               Fixed(stats.median, 4), Fixed(stats.spread, 3), absl::StrCat(stats.count)});
+    std::vector<std::string> row = {
+        DTypeName(p.dtype), absl::StrCat(p.m), absl::StrCat(p.n), absl::StrCat(p.k),
+        absl::StrCat(last.results.size()), absl::StrCat(timed), last.winner,
+        Fixed(stats.median, 4), Fixed(stats.spread, 3), absl::StrCat(stats.count),
+        absl::StrCat(last.cost.rows_checked)};
+    const double total = last.cost.Total();
+    for (const auto& [phase, seconds] : last.cost.Phases()) {
+      row.push_back(total > 0 ? Fixed(100 * seconds / total, 1) : "");
+    }
+    table.Add(row);
     if (verbose) std::cerr << "tuning " << p << ": " << Fixed(stats.median, 3) << " s\n";
   }
   return table;

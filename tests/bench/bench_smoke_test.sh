@@ -12,7 +12,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$bench" --help >/dev/null 2>&1 || fail "--help"
 "$bench" --backend=cpu --grid=tiny --shapes="$root/tests/bench/smoke-shapes.txt" \
   --out="$out" --cpu_threads=1 --warmup=1 --min_samples=2 --max_samples=3 \
-  --sample_budget_s=0.05 --peak_squares=64 --arbiterd="$arbiterd" --concurrency=1,2 \
+  --device_budget_s=0.01 --wall_budget_s=0.05 --peak_squares=64 --arbiterd="$arbiterd" --concurrency=1,2 \
   --service_seconds=0.2 --matmul_sizes=32,64 --matmul_repeats=2 \
   --tuning_shapes=32x32x32:f32 --tuning_repeats=1 --quiet >"$out/stdout.txt" \
   || fail "arbiter-bench exited $?: $(tail -5 "$out/stdout.txt")"
