@@ -13,4 +13,13 @@ std::string DeviceInfo::Fingerprint() const {
   return out;
 }
 
+const char* RegionKindName(RegionKind kind) {
+  switch (kind) {
+    case RegionKind::kHostMemfd: return "host_memfd";
+    case RegionKind::kCudaVmmFd: return "cuda_vmm_fd";
+    case RegionKind::kCudaIpc: return "cuda_ipc";
+  }
+  return "unknown";
+}
+
 }  // namespace arbiter

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/status.h"
@@ -63,6 +64,11 @@ class CudaBackend final : public arbiter::Backend {
   absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t bytes) override;
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
   absl::Status Health() const override;
+  // Client GPU memory: CUDA VMM fds and legacy IPC handles (cuda_regions.h).
+  std::vector<RegionKind> RegionKinds() const override {
+    return {RegionKind::kCudaVmmFd, RegionKind::kCudaIpc};
+  }
+  absl::StatusOr<std::unique_ptr<Buffer>> MapRegion(const RegionSource& source) override;
 
   const CudaBackendOptions& options() const;
 

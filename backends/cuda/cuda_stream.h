@@ -42,6 +42,9 @@ class CudaStream final : public Stream {
   absl::Status Synchronize() override;
   absl::Status Reference(const Problem& p, const Buffer& a, const Buffer& b,
                          std::vector<double>* c) override;
+  // Opens the cudaIpcEventHandle_t, makes the stream wait on it, and closes it
+  // (the wait stays enqueued).
+  absl::Status WaitSharedEvent(std::string_view handle) override;
 
   const StreamResources& resources() const { return res_; }
   absl::StatusOr<void*> Scratch(size_t bytes);
