@@ -292,6 +292,12 @@ TEST(MetricsTest, EveryFamilyIsPrefixedAndTypedByItsSuffix) {
       {"arbiter_serving", "gauge"},
       {"arbiter_build_info", "gauge"},
       {"arbiter_device_info", "gauge"},
+      {"arbiter_dispatch_stage_seconds", "histogram"},
+      {"arbiter_regions", "gauge"},
+      {"arbiter_region_bytes", "gauge"},
+      {"arbiter_resident_tensors", "gauge"},
+      {"arbiter_resident_bytes", "gauge"},
+      {"arbiter_sessions", "gauge"},
   };
   EXPECT_EQ(types, expected);
 }
