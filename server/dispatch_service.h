@@ -42,10 +42,6 @@ struct DispatchServiceOptions {
 // bucket texts are tens of bytes; the bound leaves an order of magnitude spare.
 inline constexpr int64_t kMatmulResponseEnvelopeBytes = 1024;
 
-// UploadTensor chunks: a client sends data messages of at most this size (well
-// under any sane --max-message-bytes); the daemon accepts any size that fits.
-inline constexpr int64_t kUploadChunkBytes = 4 << 20;
-
 class DispatchService final : public v1::Dispatch::Service {
  public:
   explicit DispatchService(Arbiter& arbiter, DispatchServiceOptions options = {})
