@@ -22,7 +22,7 @@ class AdminAuth;
 // What the daemon knows about itself that the engine does not.
 struct ServerIdentity {
   std::string version;     // arbiterd build version
-  std::string store_path;  // the verdict store's path as opened
+  std::string store_path;  // the verdict store's path or URI as opened, any password redacted
   std::string fd_socket;   // the fd socket's path; empty without a Unix listener
   int64_t max_message_bytes = 0;
 };

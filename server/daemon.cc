@@ -197,6 +197,9 @@ bool IsUnixListener(std::string_view address) { return address.starts_with("unix
 int DefaultWorkers(std::string_view backend) { return backend == "cuda" ? 4 : 1; }
 
 absl::StatusOr<std::vector<std::string>> ParseListeners(std::string_view listen) {
+  if (listen.empty()) {
+    return absl::InvalidArgumentError("listen: empty; expected host:port or unix:/path, comma-separated");
+  }
   std::vector<std::string> out;
   size_t start = 0;
   while (true) {
@@ -240,8 +243,10 @@ absl::Status Daemon::Start() {
     if (!c.device_ok) spdlog::info("candidate {} is ineligible here: {}", c.spec.name, c.device_reason);
   }
 
-  ASSIGN_OR_RETURN(std::unique_ptr<VerdictStore> store, VerdictStore::Open(options_.store_path));
-  spdlog::info("verdict store {} open (schema {})", options_.store_path, store->schema_version());
+  ASSIGN_OR_RETURN(std::unique_ptr<VerdictStore> store,
+                   VerdictStore::Open(options_.store_path,
+                                      StoreOptions{.password_file = options_.store_password_file}));
+  spdlog::info("verdict store {} open (schema {})", store->Describe(), store->schema_version());
 
   metrics_ = std::make_unique<Metrics>(
       MetricsOptions{.version = kBuildVersion,
@@ -293,7 +298,7 @@ absl::Status Daemon::Start() {
   admin_ = std::make_unique<AdminService>(
       *arbiter_,
       ServerIdentity{.version = kBuildVersion,
-                     .store_path = options_.store_path,
+                     .store_path = RedactStoreLocation(options_.store_path),
                      .fd_socket = fd_socket_ != nullptr ? fd_socket_->path() : "",
                      .max_message_bytes = options_.max_message_bytes},
       auth_.get());
@@ -408,7 +413,7 @@ void Daemon::Shutdown() {
   if (arbiter_ != nullptr) {
     arbiter_->WaitIdle();
     arbiter_.reset();  // closes the store
-    spdlog::info("verdict store {} closed", options_.store_path);
+    spdlog::info("verdict store {} closed", RedactStoreLocation(options_.store_path));
   }
   metrics_.reset();
 }

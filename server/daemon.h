@@ -71,7 +71,8 @@ struct DaemonOptions {
   // Comma-separated listeners: host:port (port 0 binds an ephemeral port) or
   // unix:/path (a Unix domain socket, whose fd socket is /path.fd).
   std::string listen = "127.0.0.1:50051";
-  std::string store_path = "./arbiter.db";   // SQLite verdict store (":memory:" for none)
+  std::string store_path = "./arbiter.db";   // SQLite file (":memory:" for none) or postgresql:// URI
+  std::string store_password_file;           // PostgreSQL password (first line); else libpq's sources
   BackendKind backend = BackendKind::kAuto;  // the device served
   // The engine: tuning, workers (0: sized to the device), queue, measurement,
   // noise, limits, region quotas, resident tensors.
