@@ -43,14 +43,14 @@ absl::Status ValidateProblem(const Problem& p, const ProblemLimits& limits) {
           " overflow 64-bit byte arithmetic (", p.ToString(), ")"));
     }
     if (*bytes > limits.max_operand_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
+      return absl::InvalidArgumentError(absl::StrCat(
           o.name, ": ", *bytes, " bytes for ", p.ToString(), " exceeds the operand limit of ",
           limits.max_operand_bytes, " bytes"));
     }
     if (__builtin_add_overflow(total, *bytes, &total)) total = INT64_MAX;
   }
   if (limits.max_device_bytes > 0 && total > limits.max_device_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "a, b and c: ", total, " bytes for ", p.ToString(), " exceed the device memory limit of ",
         limits.max_device_bytes, " bytes"));
   }

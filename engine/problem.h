@@ -43,9 +43,10 @@ struct ProblemLimits {
 // overflows 64-bit arithmetic.
 std::optional<int64_t> OperandBytes(int64_t rows, int64_t cols, DType dtype);
 
-// INVALID_ARGUMENT for a dimension < 1 or a byte count that overflows;
-// RESOURCE_EXHAUSTED naming the limit, the operand and its bytes for a problem
-// beyond `limits`; else OK. Checked before any arithmetic that could overflow.
+// INVALID_ARGUMENT for a dimension < 1, a byte count that overflows, or a
+// problem beyond `limits` (naming the limit, the operand and its bytes: the
+// request itself is too large, so retrying it cannot help); else OK. Checked
+// before any arithmetic that could overflow.
 absl::Status ValidateProblem(const Problem& p, const ProblemLimits& limits);
 
 }  // namespace arbiter

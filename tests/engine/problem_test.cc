@@ -48,22 +48,22 @@ TEST(ProblemLimitsTest, ByteCountsThatOverflowAreInvalidArgumentNotWrappedAround
   EXPECT_EQ(OperandBytes(3, 5, DType::kBF16), 30);
 }
 
-TEST(ProblemLimitsTest, AnOperandOverTheByteLimitIsResourceExhaustedNamingOperandBytesAndLimit) {
+TEST(ProblemLimitsTest, AnOperandOverTheByteLimitIsRefusedNamingOperandBytesAndLimit) {
   // B is 64 x 1024 f32 = 262144 bytes against a 65536-byte limit.
   const absl::Status s = ValidateProblem(Problem{DType::kF32, 2, 1024, 64}, Limits(65536));
-  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("b (k*n): 262144 bytes"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("operand limit of 65536 bytes"), std::string::npos) << s.message();
   // Exactly at the limit is accepted.
   EXPECT_TRUE(ValidateProblem(Problem{DType::kF32, 2, 256, 64}, Limits(65536)).ok());
 }
 
-TEST(ProblemLimitsTest, OperandsTogetherBeyondDeviceMemoryAreResourceExhausted) {
+TEST(ProblemLimitsTest, OperandsTogetherBeyondDeviceMemoryAreRefused) {
   // A, B and C are 4096 bytes each (f32 32x32x32): 12288 bytes together.
   const Problem p{DType::kF32, 32, 32, 32};
   EXPECT_TRUE(ValidateProblem(p, Limits(1 << 20, 12288)).ok());
   const absl::Status s = ValidateProblem(p, Limits(1 << 20, 12287));
-  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("12288 bytes"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("device memory limit of 12287"), std::string::npos) << s.message();
   EXPECT_TRUE(ValidateProblem(p, Limits(1 << 20, 0)).ok()) << "0 means no device limit";
