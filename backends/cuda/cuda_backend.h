@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,8 @@ class CudaBackend final : public arbiter::Backend {
     return {RegionKind::kCudaVmmFd, RegionKind::kCudaIpc};
   }
   absl::StatusOr<std::unique_ptr<Buffer>> MapRegion(const RegionSource& source) override;
+  // Through NVML (nvml_clock.h); nullopt where libnvidia-ml.so.1 is not there.
+  std::optional<double> SmClockMhz() const override;
 
   const CudaBackendOptions& options() const;
 

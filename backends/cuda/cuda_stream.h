@@ -45,6 +45,14 @@ class CudaStream final : public Stream {
   // Opens the cudaIpcEventHandle_t, makes the stream wait on it, and closes it
   // (the wait stays enqueued).
   absl::Status WaitSharedEvent(std::string_view handle) override;
+  // The measurer's checks on the device: only the sampled rows, or a count, come back.
+  absl::Status ReferenceRows(const Problem& p, const Buffer& a, const Buffer& b,
+                             const std::vector<int64_t>& rows, std::vector<double>* c) override;
+  absl::Status CopyRowsToHost(void* dst, const Buffer& src, size_t row_bytes,
+                              const std::vector<int64_t>& rows) override;
+  absl::StatusOr<int64_t> CountNonFinite(const Buffer& buf, DType dtype, size_t count) override;
+  absl::StatusOr<int64_t> CountDifferences(const Buffer& x, const Buffer& y, DType dtype,
+                                           size_t count) override;
 
   const StreamResources& resources() const { return res_; }
   absl::StatusOr<void*> Scratch(size_t bytes);
@@ -54,6 +62,9 @@ class CudaStream final : public Stream {
   absl::Status Init(const CudaBackendOptions& options);
   absl::Status Use() const;  // makes the device current on this thread
   absl::Status CopyToHostRaw(void* dst, const void* src, size_t bytes);
+  // Zeroes the device counter, enqueues `launch(counter)` and reads the counter back.
+  template <typename Launch>
+  absl::StatusOr<int64_t> Count(Launch launch);
 
   std::shared_ptr<DevicePool> pool_;
   cudaDeviceProp props_;
@@ -67,6 +78,7 @@ class CudaStream final : public Stream {
   std::unique_ptr<Buffer> lt_workspace_;
   std::unique_ptr<Buffer> scratch_;
   std::unique_ptr<Buffer> flush_;                 // 2x L2, written to evict it
+  std::unique_ptr<Buffer> counter_;               // one unsigned long long the counts add to
 };
 
 }  // namespace arbiter::cuda

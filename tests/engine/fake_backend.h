@@ -3,12 +3,14 @@
 // control latency and noise exactly, with no sleeps and no real timing.
 #pragma once
 
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "engine/backend.h"
@@ -44,6 +46,17 @@ struct Gate {
   }
 };
 
+// Polls for a state another thread reaches without signalling it (a caller
+// blocked inside the engine's queue), for at most 30 s; false if it never came.
+inline bool Eventually(const std::function<bool()>& condition) {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > limit) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // between checks, not a wait for one
+  }
+  return true;
+}
+
 class FakeBuffer final : public Buffer {
  public:
   explicit FakeBuffer(size_t bytes) : data_(bytes) {}
@@ -71,10 +84,12 @@ class FakeStream final : public Stream {
   absl::Status FlushCache() override { return absl::OkStatus(); }
   absl::Status TimerStart() override {
     start_ = clock_;
+    timer_running_ = true;
     return absl::OkStatus();
   }
   absl::Status TimerStop() override {
     stop_ = clock_;
+    timer_running_ = false;
     return absl::OkStatus();
   }
   absl::StatusOr<double> ElapsedSeconds() override { return stop_ - start_; }
@@ -92,11 +107,19 @@ class FakeStream final : public Stream {
       }
     return absl::OkStatus();
   }
-  // Called by fake kernels: the "device" spends `seconds`.
-  void Advance(double seconds) { clock_ += seconds; }
+  // Called by fake kernels: the "device" spends `seconds`, stretched by the drift
+  // (each call after the first takes `drift` longer than the one before, as a
+  // device heating up would).
+  void Advance(double seconds) { clock_ += seconds * (1 + drift_ * advances_++); }
+  void set_drift(double drift) { drift_ = drift; }
+  // Between TimerStart and TimerStop: a kernel running now is a timed sample.
+  bool timer_running() const { return timer_running_; }
 
  private:
   double clock_ = 0, start_ = 0, stop_ = 0;
+  double drift_ = 0;
+  int64_t advances_ = 0;
+  bool timer_running_ = false;
 };
 
 class FakeBackend final : public Backend {
