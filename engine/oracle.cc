@@ -1,9 +1,25 @@
 #include "engine/oracle.h"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace arbiter {
+
+namespace {
+
+// The largest finite value C's storage holds.
+double MaxFinite(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return std::numeric_limits<float>::max();
+    case DType::kF64: return std::numeric_limits<double>::max();
+    case DType::kF16: return 65504.0;                  // (2 - 2^-10) * 2^15
+    case DType::kBF16: return 3.3895313892515355e38;   // (2 - 2^-7) * 2^127
+  }
+  return 0;
+}
+
+}  // namespace
 
 OracleReport CheckOutput(const Problem& p, const AccuracyBudget& budget, const void* c,
                          const std::vector<double>& ref) {
@@ -48,6 +64,15 @@ OracleReport CheckOutput(const Problem& p, const AccuracyBudget& budget, const v
   }
   report.detail = detail.str();
   return report;
+}
+
+int64_t UnjudgeableElements(DType dtype, const std::vector<double>& ref) {
+  const double max_finite = MaxFinite(dtype);
+  int64_t count = 0;
+  for (double r : ref) {
+    if (!(std::abs(r) <= max_finite)) ++count;  // NaN compares false: counted
+  }
+  return count;
 }
 
 }  // namespace arbiter

@@ -26,4 +26,11 @@ struct OracleReport {
 OracleReport CheckOutput(const Problem& p, const AccuracyBudget& budget, const void* c,
                          const std::vector<double>& ref);
 
+// Elements of `ref` on which no kernel can be judged: non-finite (NaN or Inf in
+// the operands, or an f64 product that overflows) or beyond the largest finite
+// value of `dtype` (the exact product does not fit C's storage). A correct kernel
+// writes NaN or Inf there, so such an output says something about the operands,
+// not about the kernel. The daemon's own random operands never have any.
+int64_t UnjudgeableElements(DType dtype, const std::vector<double>& ref);
+
 }  // namespace arbiter

@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/server.h>
 
@@ -61,6 +62,9 @@ struct DaemonOptions {
   std::string admin_token_file;              // bearer token for Admin; empty: loopback listeners only
   TlsOptions tls;                            // listener certificate and key; empty: plaintext
   std::string metrics_listen;                // host:port for GET /metrics; empty: no endpoint
+  // Tests only (no flag sets it): candidates registered after the backend's own,
+  // e.g. planted wrong kernels that show the daemon catches them.
+  std::vector<CandidateSpec> extra_candidates;
 };
 
 class Daemon {
