@@ -213,7 +213,7 @@ absl::Status Daemon::Start() {
       info);
   if (!options_.metrics_listen.empty()) {
     ASSIGN_OR_RETURN(metrics_endpoint_,
-                     MetricsEndpoint::Create(options_.metrics_listen,
+                     MetricsEndpoint::Create({.listen = options_.metrics_listen},
                                              [metrics = metrics_.get()] { return metrics->Scrape(); }));
     spdlog::info("metrics on http://{}/metrics",
                  BoundAddress(options_.metrics_listen, metrics_endpoint_->port()));
