@@ -1,27 +1,38 @@
-// Persistent verdicts, forces and quarantine entries in SQLite (WAL mode).
-// Keys: device fingerprint, op ("matmul"), dtype, bucket. A verdict also records
-// the name@version of every candidate raced; the arbiter serves it only while
-// that set still matches the registry. The schema is versioned: a new file gets
-// the current schema; a store written under any other schema version is refused
-// (FAILED_PRECONDITION naming both versions) - no migration exists yet, since
-// version 1 is the first.
+// Where verdicts, forces and quarantine entries persist: the store interface
+// the engine sees, with two implementations chosen by the --store value -
+// a SQLite file (sqlite_verdict_store.h, the embedded default: one daemon) or a
+// PostgreSQL URI (postgres_verdict_store.h: a fleet of daemons sharing one
+// database).
 //
-// Thread-safe: provides internal synchronization (one connection, one mutex).
+// Keys: device fingerprint, op ("matmul"), dtype, bucket. The fingerprint is the
+// whole of what decides which daemons share a verdict (DeviceInfo::Fingerprint:
+// device, capability, SM count, driver, runtime and library versions; never a
+// GPU's UUID), so two identical GPUs share and two that differ in anything
+// never do. A verdict also records the name@version of every candidate raced;
+// the engine serves it only while that set still matches the registry.
+//
+// For a fleet the interface adds what one daemon alone never needed:
+// - leases (TryLease): single flight per (fingerprint, dtype, bucket) across
+//   every daemon on the store, released when the lease object is destroyed or
+//   its holder dies;
+// - change notifications (Subscribe): another daemon changed verdicts, forces
+//   or quarantine, so cached copies must go;
+// - availability (Health): the store can be unreachable while the daemon runs;
+//   calls then fail with UNAVAILABLE and the engine serves what it holds.
+//
+// Thread-safe: every implementation provides internal synchronization.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "engine/bucket.h"
 #include "engine/status.h"
 #include "engine/verdict.h"
-
-struct sqlite3;
 
 namespace arbiter {
 
@@ -37,7 +48,7 @@ struct Force {
 struct QuarantineEntry {
   std::string candidate;
   int version = 0;
-  std::string scope;   // text of a QuarantineScope (quarantine.h): "*", a dtype or "dtype/bucket"
+  std::string scope;  // text of a QuarantineScope (quarantine.h): "*", a dtype or "dtype/bucket"
   std::string fingerprint;
   std::string reason;  // the evidence
   int64_t created_unix = 0;
@@ -58,50 +69,133 @@ struct VerdictFilter {
   std::optional<std::string> candidate;  // verdicts that raced it
 };
 
+// A change another store user made (or this one: notifications carry their
+// origin). Delivered so caches drop what changed; it never carries the new
+// value itself - readers go back to the store for that.
+struct StoreChange {
+  enum class What {
+    kVerdicts = 1,    // verdicts in scope were put or invalidated
+    kForces = 2,      // a force in scope was put or removed
+    kQuarantine = 3,  // quarantine entries of the fingerprint changed
+    kEverything = 4,  // changes may have been missed (the store connection was lost and
+                      // is back): drop everything cached, for every fingerprint
+  };
+  What what = What::kEverything;
+  std::string fingerprint;       // empty with kEverything
+  std::optional<DType> dtype;    // unset: every dtype
+  std::optional<Bucket> bucket;  // unset: every bucket (of the dtype, when set)
+  std::string origin;            // StoreOptions::origin of the store user that made it
+
+  // Whether a cached entry for (fingerprint, dtype, bucket) may be stale after this change.
+  bool Covers(const std::string& fp, DType d, const Bucket& b) const;
+};
+const char* StoreChangeWhatName(StoreChange::What what);  // "verdicts", "forces", ...
+
+// Held while measuring a bucket; destroying it releases the lease. May outlive
+// the store that granted it (release is then a no-op).
+class StoreLease {
+ public:
+  virtual ~StoreLease() = default;
+};
+
+// Delivers changes to its callback until destroyed. Destruction waits for a
+// callback in progress, so it must not happen inside the callback itself.
+class StoreSubscription {
+ public:
+  virtual ~StoreSubscription() = default;
+};
+
+struct StoreOptions {
+  // PostgreSQL: a file holding the password (first line). Unset: libpq's own sources,
+  // PGPASSWORD or the passfile (PGPASSFILE, ~/.pgpass). Never taken from a flag value.
+  std::string password_file;
+  // Names this daemon in change notifications (and so in other daemons' logs); empty:
+  // "<hostname>:<pid>".
+  std::string origin;
+  // PostgreSQL: connections for reads and writes (leases and notifications have one
+  // each besides), so a daemon holds connections + 2 of the server's max_connections.
+  int connections = 2;
+  // PostgreSQL: after a failed connection attempt, calls fail UNAVAILABLE at once for
+  // this long instead of each waiting on a server that is down.
+  double reconnect_interval_seconds = 1.0;
+  // PostgreSQL: a connection attempt gives up after this long (unless the URI sets
+  // connect_timeout).
+  int connect_timeout_seconds = 5;
+};
+
 class VerdictStore {
  public:
-  static constexpr int kSchemaVersion = 1;
+  // Opens the store `location` names: a postgresql:// or postgres:// URI opens a
+  // PostgreSQL store, anything else is a SQLite file path (":memory:" for a private
+  // in-memory one). The schema is created or migrated before this returns; a store
+  // written by a newer schema is refused (FAILED_PRECONDITION).
+  static absl::StatusOr<std::unique_ptr<VerdictStore>> Open(const std::string& location,
+                                                            const StoreOptions& options = {});
 
-  // Opens or creates the store at `path` (":memory:" for a private in-memory one).
-  static absl::StatusOr<std::unique_ptr<VerdictStore>> Open(const std::string& path);
-  ~VerdictStore();
+  virtual ~VerdictStore() = default;
   VerdictStore(const VerdictStore&) = delete;
   VerdictStore& operator=(const VerdictStore&) = delete;
 
-  int schema_version() const;
+  // What to call this store in logs: the path, or the URI with any password redacted.
+  virtual std::string Describe() const = 0;
+  // Whether other daemons may share this store (and so leases and notifications mean
+  // something beyond this process).
+  virtual bool shared() const = 0;
+  // The schema version the store holds (0 when it cannot be read).
+  virtual int schema_version() const = 0;
+  // OK while the store answers; UNAVAILABLE (saying why) while it cannot be reached.
+  virtual absl::Status Health() = 0;
 
   // Inserts or replaces the verdict for (fingerprint, dtype, bucket), results included.
-  absl::Status PutVerdict(const Verdict& v);
+  virtual absl::Status PutVerdict(const Verdict& v) = 0;
   // NOT_FOUND when absent.
-  absl::StatusOr<Verdict> GetVerdict(const std::string& fingerprint, DType dtype,
-                                     const Bucket& bucket);
-  absl::StatusOr<std::vector<Verdict>> ListVerdicts(const std::string& fingerprint,
-                                                    const VerdictFilter& filter);
+  virtual absl::StatusOr<Verdict> GetVerdict(const std::string& fingerprint, DType dtype,
+                                             const Bucket& bucket) = 0;
+  virtual absl::StatusOr<std::vector<Verdict>> ListVerdicts(const std::string& fingerprint,
+                                                            const VerdictFilter& filter) = 0;
   // The number of verdicts stored for `fingerprint`, counted without loading them.
-  absl::StatusOr<int64_t> CountVerdicts(const std::string& fingerprint);
+  virtual absl::StatusOr<int64_t> CountVerdicts(const std::string& fingerprint) = 0;
   // Returns the number of verdicts removed.
-  absl::StatusOr<int> Invalidate(const std::string& fingerprint, const InvalidateScope& scope);
+  virtual absl::StatusOr<int> Invalidate(const std::string& fingerprint,
+                                         const InvalidateScope& scope) = 0;
 
-  absl::Status PutForce(const Force& f);
-  absl::StatusOr<std::optional<Force>> GetForce(const std::string& fingerprint, DType dtype,
-                                                const Bucket& bucket);
+  virtual absl::Status PutForce(const Force& f) = 0;
+  virtual absl::StatusOr<std::optional<Force>> GetForce(const std::string& fingerprint, DType dtype,
+                                                        const Bucket& bucket) = 0;
   // Returns whether a force was removed.
-  absl::StatusOr<bool> RemoveForce(const std::string& fingerprint, DType dtype,
-                                   const Bucket& bucket);
-  absl::StatusOr<std::vector<Force>> ListForces(const std::string& fingerprint);
+  virtual absl::StatusOr<bool> RemoveForce(const std::string& fingerprint, DType dtype,
+                                           const Bucket& bucket) = 0;
+  virtual absl::StatusOr<std::vector<Force>> ListForces(const std::string& fingerprint) = 0;
 
-  absl::Status PutQuarantine(const QuarantineEntry& q);
-  absl::StatusOr<std::vector<QuarantineEntry>> ListQuarantine(const std::string& fingerprint);
+  virtual absl::Status PutQuarantine(const QuarantineEntry& q) = 0;
+  virtual absl::StatusOr<std::vector<QuarantineEntry>> ListQuarantine(
+      const std::string& fingerprint) = 0;
   // Empty candidate clears every entry of the fingerprint. Returns the number removed.
-  absl::StatusOr<int> ClearQuarantine(const std::string& fingerprint,
-                                      const std::string& candidate);
+  virtual absl::StatusOr<int> ClearQuarantine(const std::string& fingerprint,
+                                              const std::string& candidate) = 0;
 
- private:
-  explicit VerdictStore(sqlite3* db);
-  absl::Status Migrate();
+  // The lease on measuring (fingerprint, dtype, bucket): granted (non-null) when no
+  // other holder - in this process or, on a shared store, any daemon - has it; nullptr
+  // while another holds it. UNAVAILABLE when the store cannot be reached (the caller
+  // decides whether to measure anyway). A holder that dies loses its lease.
+  virtual absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(const std::string& fingerprint,
+                                                               DType dtype,
+                                                               const Bucket& bucket) = 0;
 
-  mutable std::mutex mu_;
-  sqlite3* db_ ABSL_GUARDED_BY(mu_);  // owned
+  // Calls `on_change` (on a store thread; it must be quick and must not block on the
+  // store) for each change made through any user of a shared store, this one's
+  // included. A store that is not shared never calls it.
+  virtual std::unique_ptr<StoreSubscription> Subscribe(
+      std::function<void(const StoreChange&)> on_change) = 0;
+
+ protected:
+  VerdictStore() = default;
 };
+
+// Whether `location` names a PostgreSQL store (postgresql:// or postgres://).
+bool IsPostgresUri(const std::string& location);
+// `location` with any password it carries (user:PASSWORD@ or password=PASSWORD)
+// replaced by "***"; other text unchanged. For logs and error messages.
+std::string RedactStoreLocation(const std::string& location);
 
 }  // namespace arbiter

@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev libabsl-dev
-  libspdlog-dev prometheus-cpp-dev libgtest-dev libsqlite3-dev libopenblas-dev
+  libspdlog-dev prometheus-cpp-dev libgtest-dev libsqlite3-dev libopenblas-dev libpq-dev
+  postgresql
   prometheus python3-grpcio python3-grpc-tools yamllint curl
   # The Python client (client/python): stubs by protoc + grpc_python_plugin, an offline
   # pip build, its pytest suite. python3-torch brings ~170 packages (about a minute here).

@@ -22,7 +22,7 @@ class AdminAuth;
 // What the daemon knows about itself that the engine does not.
 struct ServerIdentity {
   std::string version;     // arbiterd build version
-  std::string store_path;  // the verdict store's path as opened
+  std::string store_path;  // the verdict store's path or URI as opened, any password redacted
 };
 
 class AdminService final : public v1::Admin::Service {

@@ -203,8 +203,10 @@ absl::Status Daemon::Start() {
     if (!c.device_ok) spdlog::info("candidate {} is ineligible here: {}", c.spec.name, c.device_reason);
   }
 
-  ASSIGN_OR_RETURN(std::unique_ptr<VerdictStore> store, VerdictStore::Open(options_.store_path));
-  spdlog::info("verdict store {} open (schema {})", options_.store_path, store->schema_version());
+  ASSIGN_OR_RETURN(std::unique_ptr<VerdictStore> store,
+                   VerdictStore::Open(options_.store_path,
+                                      StoreOptions{.password_file = options_.store_password_file}));
+  spdlog::info("verdict store {} open (schema {})", store->Describe(), store->schema_version());
 
   metrics_ = std::make_unique<Metrics>(
       MetricsOptions{.version = kBuildVersion,
@@ -226,7 +228,8 @@ absl::Status Daemon::Start() {
 
   dispatch_ = std::make_unique<DispatchService>(*arbiter_);
   admin_ = std::make_unique<AdminService>(
-      *arbiter_, ServerIdentity{.version = kBuildVersion, .store_path = options_.store_path},
+      *arbiter_, ServerIdentity{.version = kBuildVersion,
+                                .store_path = RedactStoreLocation(options_.store_path)},
       auth_.get());
   spdlog::info("admin: {}", auth_->requires_token() ? "bearer token required"
                                                      : "no token (loopback listener only)");
@@ -325,7 +328,7 @@ void Daemon::Shutdown() {
   if (arbiter_ != nullptr) {
     arbiter_->WaitIdle();
     arbiter_.reset();  // closes the store
-    spdlog::info("verdict store {} closed", options_.store_path);
+    spdlog::info("verdict store {} closed", RedactStoreLocation(options_.store_path));
   }
   metrics_.reset();
 }

@@ -52,7 +52,8 @@ absl::StatusOr<BackendKind> ParseBackendKind(std::string_view name);
 // arbiterd's flags are these fields; their defaults are the flags' defaults.
 struct DaemonOptions {
   std::string listen = "127.0.0.1:50051";    // host:port; port 0 binds an ephemeral port
-  std::string store_path = "./arbiter.db";   // SQLite verdict store (":memory:" for none)
+  std::string store_path = "./arbiter.db";   // SQLite file (":memory:" for none) or postgresql:// URI
+  std::string store_password_file;           // PostgreSQL password (first line); else libpq's sources
   BackendKind backend = BackendKind::kAuto;  // the device served
   ArbiterOptions arbiter;                    // the engine: tuning, workers, queue, measurement, noise
   int64_t max_message_bytes = 600ll << 20;   // 8192^2 f32 A and B (512 MiB) plus headroom

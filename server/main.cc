@@ -57,7 +57,10 @@ const DaemonOptions& Defaults() {
 }  // namespace
 
 ABSL_FLAG(std::string, listen, Defaults().listen, "host:port to serve on; port 0 picks a free one");
-ABSL_FLAG(std::string, store, Defaults().store_path, "SQLite verdict store path");
+ABSL_FLAG(std::string, store, Defaults().store_path,
+          "verdict store: a SQLite file path, or a postgresql:// URI shared by a fleet of daemons");
+ABSL_FLAG(std::string, store_password_file, Defaults().store_password_file,
+          "PostgreSQL store: file whose first line is the password (else PGPASSWORD or PGPASSFILE)");
 ABSL_FLAG(BackendKind, backend, Defaults().backend, "auto (cuda when a GPU is visible), cpu or cuda");
 ABSL_FLAG(TuningPolicy, tuning, Defaults().arbiter.tuning,
           "on a verdict miss: sync (measure, then answer), async, off");
@@ -110,6 +113,7 @@ DaemonOptions OptionsFromFlags() {
   DaemonOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.store_path = absl::GetFlag(FLAGS_store);
+  options.store_password_file = absl::GetFlag(FLAGS_store_password_file);
   options.backend = absl::GetFlag(FLAGS_backend);
   options.arbiter.tuning = absl::GetFlag(FLAGS_tuning);
   options.arbiter.workers = absl::GetFlag(FLAGS_workers);

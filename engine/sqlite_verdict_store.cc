@@ -1,0 +1,791 @@
+#include "engine/sqlite_verdict_store.h"
+
+#include <sqlite3.h>
+
+#include <cmath>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/contract.h"
+#include "engine/dtype.h"
+
+namespace arbiter {
+namespace {
+
+// The only op stored today; part of the verdict key so other ops can join later.
+constexpr char kOp[] = "matmul";
+
+// How long a writer waits for another connection's lock before giving up.
+constexpr int kBusyTimeoutMs = 5000;
+
+// Version 1. Enums are stored by their engine names ("bf16", "timed", ...), never
+// by number, so the file reads the same to a person and survives enum reordering.
+constexpr char kSchema[] = R"sql(
+CREATE TABLE meta (
+  key TEXT PRIMARY KEY NOT NULL,
+  value NOT NULL
+);
+CREATE TABLE verdicts (
+  fingerprint TEXT NOT NULL,
+  op TEXT NOT NULL,
+  dtype TEXT NOT NULL,
+  bucket TEXT NOT NULL,
+  candidates TEXT NOT NULL,
+  winner TEXT NOT NULL,
+  winner_version INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  measured_dtype TEXT NOT NULL,
+  measured_m INTEGER NOT NULL,
+  measured_n INTEGER NOT NULL,
+  measured_k INTEGER NOT NULL,
+  created_unix INTEGER NOT NULL,
+  PRIMARY KEY (fingerprint, op, dtype, bucket)
+);
+CREATE TABLE verdict_results (
+  fingerprint TEXT NOT NULL,
+  op TEXT NOT NULL,
+  dtype TEXT NOT NULL,
+  bucket TEXT NOT NULL,
+  ordinal INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  tier INTEGER NOT NULL,
+  determinism TEXT NOT NULL,
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  median_seconds REAL,
+  spread REAL,
+  samples INTEGER NOT NULL,
+  max_abs_error REAL,
+  max_rel_error REAL,
+  PRIMARY KEY (fingerprint, op, dtype, bucket, ordinal),
+  FOREIGN KEY (fingerprint, op, dtype, bucket)
+    REFERENCES verdicts (fingerprint, op, dtype, bucket) ON DELETE CASCADE
+);
+CREATE INDEX verdict_results_by_candidate ON verdict_results (fingerprint, name);
+CREATE TABLE forces (
+  fingerprint TEXT NOT NULL,
+  dtype TEXT NOT NULL,
+  bucket TEXT NOT NULL,
+  candidate TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  created_unix INTEGER NOT NULL,
+  PRIMARY KEY (fingerprint, dtype, bucket)
+);
+CREATE TABLE quarantine (
+  candidate TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  scope TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  created_unix INTEGER NOT NULL,
+  PRIMARY KEY (candidate, scope, fingerprint)
+);
+)sql";
+
+constexpr char kVerdictColumns[] =
+    "SELECT fingerprint, dtype, bucket, candidates, winner, winner_version, source, reason, "
+    "measured_dtype, measured_m, measured_n, measured_k, created_unix FROM verdicts ";
+
+// The verdicts of ?1 (fingerprint) and ?2 (op) narrowed by each of ?3 (dtype),
+// ?4 (bucket) and ?5 (a candidate raced) that is bound; NULL matches everything.
+constexpr char kVerdictScope[] =
+    "WHERE fingerprint = ?1 AND op = ?2 "
+    "AND (?3 IS NULL OR dtype = ?3) "
+    "AND (?4 IS NULL OR bucket = ?4) "
+    "AND (?5 IS NULL OR EXISTS (SELECT 1 FROM verdict_results r "
+    "  WHERE r.fingerprint = verdicts.fingerprint AND r.op = verdicts.op "
+    "  AND r.dtype = verdicts.dtype AND r.bucket = verdicts.bucket AND r.name = ?5)) ";
+
+absl::Status SqliteError(sqlite3* db, int rc, const std::string& op) {
+  // sqlite3_errmsg(nullptr) is "out of memory", the one way open leaves no handle.
+  std::string message = absl::StrCat("verdict store: ", op, ": ", sqlite3_errmsg(db));
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::UnavailableError(message);
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return absl::DataLossError(message);
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+      return absl::FailedPreconditionError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+// Runs constant SQL (no values: those are always bound through a Statement).
+absl::Status Exec(sqlite3* db, const std::string& op, const char* sql) {
+  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+  return rc == SQLITE_OK ? absl::OkStatus() : SqliteError(db, rc, op);
+}
+
+// One prepared statement, finalized on destruction. Parameters and columns are
+// numbered as SQLite numbers them: parameters from 1, columns from 0. A failed
+// bind is remembered and reported by the next Step, so call sites bind in a row.
+class Statement {
+ public:
+  static absl::StatusOr<Statement> Prepare(sqlite3* db, std::string op, const std::string& sql) {
+    sqlite3_stmt* stmt = nullptr;
+    const int rc = sqlite3_prepare_v2(db, sql.c_str(), static_cast<int>(sql.size()), &stmt,
+                                      nullptr);
+    if (rc != SQLITE_OK) {
+      sqlite3_finalize(stmt);
+      return SqliteError(db, rc, op);
+    }
+    return Statement(db, std::move(op), stmt);
+  }
+
+  Statement(Statement&& other) noexcept
+      : db_(other.db_),
+        op_(std::move(other.op_)),
+        stmt_(std::exchange(other.stmt_, nullptr)),
+        bind_status_(std::move(other.bind_status_)) {}
+  Statement& operator=(Statement&&) = delete;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  ~Statement() { sqlite3_finalize(stmt_); }
+
+  Statement& BindText(int i, std::string_view text) {
+    return Check(sqlite3_bind_text(stmt_, i, text.data(), static_cast<int>(text.size()),
+                                   SQLITE_TRANSIENT));
+  }
+  Statement& BindInt(int i, int64_t value) { return Check(sqlite3_bind_int64(stmt_, i, value)); }
+  // NaN is stored as NULL by SQLite; ReadReal turns it back into NaN.
+  Statement& BindReal(int i, double value) { return Check(sqlite3_bind_double(stmt_, i, value)); }
+  Statement& BindNull(int i) { return Check(sqlite3_bind_null(stmt_, i)); }
+  Statement& BindOptionalText(int i, const std::optional<std::string>& text) {
+    return text ? BindText(i, *text) : BindNull(i);
+  }
+
+  // True with a row to read, false when done.
+  absl::StatusOr<bool> Step() {
+    RETURN_IF_ERROR(bind_status_);
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return SqliteError(db_, rc, op_);
+  }
+  // Steps a statement that returns no rows.
+  absl::Status Run() {
+    ASSIGN_OR_RETURN(bool row, Step());
+    (void)row;
+    return Reset();
+  }
+  // Ready to bind and step again.
+  absl::Status Reset() {
+    sqlite3_reset(stmt_);  // repeats the last step's error, already reported
+    sqlite3_clear_bindings(stmt_);
+    return absl::OkStatus();
+  }
+
+  std::string ReadText(int col) const {
+    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return text ? std::string(text, sqlite3_column_bytes(stmt_, col)) : std::string();
+  }
+  int64_t ReadInt(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double ReadReal(int col) const {
+    if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) {
+      return std::numeric_limits<double>::quiet_NaN();
+    }
+    return sqlite3_column_double(stmt_, col);
+  }
+  int changes() const { return sqlite3_changes(db_); }
+
+ private:
+  Statement(sqlite3* db, std::string op, sqlite3_stmt* stmt)
+      : db_(db), op_(std::move(op)), stmt_(stmt) {}
+
+  Statement& Check(int rc) {
+    if (rc != SQLITE_OK && bind_status_.ok()) bind_status_ = SqliteError(db_, rc, op_);
+    return *this;
+  }
+
+  sqlite3* db_;
+  std::string op_;
+  sqlite3_stmt* stmt_;
+  absl::Status bind_status_;
+};
+
+// BEGIN IMMEDIATE ... COMMIT; rolled back on destruction unless committed.
+// IMMEDIATE takes the write lock up front, so a transaction never fails halfway
+// on a lock upgrade after another connection has written.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) {}
+  ~Transaction() {
+    if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  absl::Status Begin(const std::string& op) { return Start(op, "BEGIN IMMEDIATE"); }
+  // A read snapshot: takes no write lock, so it never blocks another writer.
+  absl::Status BeginRead(const std::string& op) { return Start(op, "BEGIN DEFERRED"); }
+  absl::Status Commit(const std::string& op) {
+    RETURN_IF_ERROR(Exec(db_, absl::StrCat(op, ": commit"), "COMMIT"));
+    open_ = false;
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Start(const std::string& op, const char* begin) {
+    RETURN_IF_ERROR(Exec(db_, absl::StrCat(op, ": begin"), begin));
+    open_ = true;
+    return absl::OkStatus();
+  }
+
+  sqlite3* db_;
+  bool open_ = false;
+};
+
+// A stored enum or bucket name this build does not know is damage, not a miss.
+template <typename T, typename Parser>
+absl::StatusOr<T> ParseColumn(const char* column, const std::string& text, Parser parse) {
+  std::optional<T> value = parse(text);
+  if (!value) {
+    return absl::DataLossError(
+        absl::StrCat("verdict store: column ", column, " holds unknown value \"", text, "\""));
+  }
+  return *value;
+}
+
+std::string KeyText(const std::string& fingerprint, DType dtype, const Bucket& bucket) {
+  return absl::StrCat(fingerprint, " ", std::string(DTypeName(dtype)), " ", bucket.ToString());
+}
+
+// The schema_version in meta; nullopt for a store with no meta table (a new file).
+absl::StatusOr<std::optional<int64_t>> ReadSchemaVersion(sqlite3* db) {
+  ASSIGN_OR_RETURN(Statement has_meta,
+                   Statement::Prepare(db, "read schema_version",
+                                      "SELECT 1 FROM sqlite_master "
+                                      "WHERE type = 'table' AND name = 'meta'"));
+  ASSIGN_OR_RETURN(bool exists, has_meta.Step());
+  if (!exists) return std::nullopt;
+  ASSIGN_OR_RETURN(Statement read, Statement::Prepare(db, "read schema_version",
+                                                      "SELECT value FROM meta "
+                                                      "WHERE key = 'schema_version'"));
+  ASSIGN_OR_RETURN(bool found, read.Step());
+  if (!found) {
+    return absl::DataLossError("verdict store: meta table holds no schema_version");
+  }
+  return read.ReadInt(0);
+}
+
+// Reads the columns of kVerdictColumns; results are loaded separately.
+absl::StatusOr<Verdict> ReadVerdictRow(const Statement& row) {
+  Verdict v;
+  v.fingerprint = row.ReadText(0);
+  ASSIGN_OR_RETURN(v.dtype, ParseColumn<DType>("verdicts.dtype", row.ReadText(1), ParseDType));
+  ASSIGN_OR_RETURN(v.bucket,
+                   ParseColumn<Bucket>("verdicts.bucket", row.ReadText(2), ParseBucket));
+  v.candidates = row.ReadText(3);
+  v.winner = row.ReadText(4);
+  v.winner_version = static_cast<int>(row.ReadInt(5));
+  ASSIGN_OR_RETURN(v.source, ParseColumn<VerdictSource>("verdicts.source", row.ReadText(6),
+                                                        ParseVerdictSource));
+  v.reason = row.ReadText(7);
+  ASSIGN_OR_RETURN(v.measured.dtype,
+                   ParseColumn<DType>("verdicts.measured_dtype", row.ReadText(8), ParseDType));
+  v.measured.m = row.ReadInt(9);
+  v.measured.n = row.ReadInt(10);
+  v.measured.k = row.ReadInt(11);
+  v.created_unix = row.ReadInt(12);
+  return v;
+}
+
+// Fills v.results, in the order they were put. `query` is prepared from
+// kResultsQuery and reused across verdicts.
+constexpr char kResultsQuery[] =
+    "SELECT name, version, tier, determinism, state, reason, median_seconds, spread, samples, "
+    "max_abs_error, max_rel_error FROM verdict_results "
+    "WHERE fingerprint = ?1 AND op = ?2 AND dtype = ?3 AND bucket = ?4 ORDER BY ordinal";
+
+absl::Status LoadResults(Statement& query, Verdict& v) {
+  query.BindText(1, v.fingerprint)
+      .BindText(2, kOp)
+      .BindText(3, DTypeName(v.dtype))
+      .BindText(4, v.bucket.ToString());
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, query.Step());
+    if (!row) break;
+    CandidateResult r;
+    r.name = query.ReadText(0);
+    r.version = static_cast<int>(query.ReadInt(1));
+    r.tier = static_cast<int>(query.ReadInt(2));
+    ASSIGN_OR_RETURN(r.determinism, ParseColumn<Determinism>("verdict_results.determinism",
+                                                             query.ReadText(3), ParseDeterminism));
+    ASSIGN_OR_RETURN(r.state, ParseColumn<ResultState>("verdict_results.state",
+                                                       query.ReadText(4), ParseResultState));
+    r.reason = query.ReadText(5);
+    r.median_seconds = query.ReadReal(6);
+    r.spread = query.ReadReal(7);
+    r.samples = static_cast<int>(query.ReadInt(8));
+    r.max_abs_error = query.ReadReal(9);
+    r.max_rel_error = query.ReadReal(10);
+    v.results.push_back(std::move(r));
+  }
+  return query.Reset();
+}
+
+// Binds ?3..?5 of kVerdictScope.
+void BindScope(Statement& stmt, const std::optional<DType>& dtype,
+               const std::optional<Bucket>& bucket, const std::optional<std::string>& candidate) {
+  if (dtype) {
+    stmt.BindText(3, DTypeName(*dtype));
+  } else {
+    stmt.BindNull(3);
+  }
+  if (bucket) {
+    stmt.BindText(4, bucket->ToString());
+  } else {
+    stmt.BindNull(4);
+  }
+  stmt.BindOptionalText(5, candidate);
+}
+
+absl::StatusOr<Force> ReadForceRow(const Statement& row) {
+  Force f;
+  f.fingerprint = row.ReadText(0);
+  ASSIGN_OR_RETURN(f.dtype, ParseColumn<DType>("forces.dtype", row.ReadText(1), ParseDType));
+  ASSIGN_OR_RETURN(f.bucket, ParseColumn<Bucket>("forces.bucket", row.ReadText(2), ParseBucket));
+  f.candidate = row.ReadText(3);
+  f.reason = row.ReadText(4);
+  f.created_unix = row.ReadInt(5);
+  return f;
+}
+
+constexpr char kForceColumns[] =
+    "SELECT fingerprint, dtype, bucket, candidate, reason, created_unix FROM forces ";
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqliteVerdictStore>> SqliteVerdictStore::Open(
+    const std::string& path) {
+  sqlite3* db = nullptr;
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  // The store owns the handle from here: SQLite returns one to close even on failure.
+  std::unique_ptr<SqliteVerdictStore> store(new SqliteVerdictStore(db, path));
+  const std::string op = absl::StrCat("open ", path);
+  if (rc != SQLITE_OK) return SqliteError(db, rc, op);
+
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  // Without foreign keys, deleting a verdict would orphan its results.
+  RETURN_IF_ERROR(Exec(db, op, "PRAGMA foreign_keys = ON"));
+  {
+    ASSIGN_OR_RETURN(Statement check, Statement::Prepare(db, op, "PRAGMA foreign_keys"));
+    ASSIGN_OR_RETURN(bool row, check.Step());
+    if (!row || check.ReadInt(0) != 1) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("verdict store: ", op, ": this SQLite does not enforce foreign keys"));
+    }
+  }
+  const bool in_memory = path == ":memory:" || path.empty();
+  if (!in_memory) {
+    // WAL: readers (ListVerdicts from the admin service) never block the tuner's
+    // writes, and a crash mid-write leaves the last committed state.
+    ASSIGN_OR_RETURN(Statement wal, Statement::Prepare(db, op, "PRAGMA journal_mode = WAL"));
+    ASSIGN_OR_RETURN(bool row, wal.Step());
+    const std::string mode = row ? wal.ReadText(0) : std::string();
+    if (mode != "wal") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "verdict store: ", op, ": journal_mode is \"", mode,
+          "\", not wal (WAL needs a local filesystem with shared memory)"));
+    }
+    // In WAL mode NORMAL cannot corrupt the file; a power cut may lose the last
+    // verdicts, which are re-measured.
+    RETURN_IF_ERROR(Exec(db, op, "PRAGMA synchronous = NORMAL"));
+  }
+
+  absl::Status migrated = store->Migrate();
+  if (!migrated.ok()) {
+    return absl::Status(migrated.code(), absl::StrCat(op, ": ", migrated.message()));
+  }
+  return store;
+}
+
+SqliteVerdictStore::SqliteVerdictStore(sqlite3* db, std::string path)
+    : path_(std::move(path)), db_(db) {}
+
+SqliteVerdictStore::~SqliteVerdictStore() {
+  // Every statement is finalized by its owner, so this closes at once (and
+  // checkpoints the WAL into the main file).
+  sqlite3_close_v2(db_);
+}
+
+absl::Status SqliteVerdictStore::Migrate() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.Begin("migrate"));
+  ASSIGN_OR_RETURN(std::optional<int64_t> found, ReadSchemaVersion(db_));
+  if (!found) {
+    RETURN_IF_ERROR(Exec(db_, "create schema", kSchema));
+    ASSIGN_OR_RETURN(Statement put, Statement::Prepare(db_, "record schema_version",
+                                                       "INSERT INTO meta (key, value) "
+                                                       "VALUES ('schema_version', ?1)"));
+    RETURN_IF_ERROR(put.BindInt(1, kSchemaVersion).Run());
+  } else if (*found > kSchemaVersion) {
+    // A newer arbiterd wrote it; reading it with this schema could misread or
+    // destroy what that version knows.
+    return absl::FailedPreconditionError(
+        absl::StrCat("verdict store has schema_version ", *found,
+                     ", newer than this build's schema_version ", kSchemaVersion,
+                     "; refusing to open it"));
+  } else if (*found < kSchemaVersion) {
+    // Migrations from older versions go here, one step per version; version 1 is the first.
+    return absl::FailedPreconditionError(
+        absl::StrCat("verdict store has schema_version ", *found,
+                     ", older than any this build (schema_version ", kSchemaVersion,
+                     ") migrates from"));
+  }
+  return txn.Commit("migrate");
+}
+
+int SqliteVerdictStore::schema_version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<std::optional<int64_t>> version = ReadSchemaVersion(db_);
+  return version.ok() && version->has_value() ? static_cast<int>(**version) : 0;
+}
+
+absl::Status SqliteVerdictStore::PutVerdict(const Verdict& v) {
+  if (v.fingerprint.empty()) {
+    return absl::InvalidArgumentError("verdict store: put verdict: empty device fingerprint");
+  }
+  const std::string op = absl::StrCat("put verdict ", KeyText(v.fingerprint, v.dtype, v.bucket));
+  const std::string dtype(DTypeName(v.dtype));
+  const std::string bucket = v.bucket.ToString();
+
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.Begin(op));
+  {
+    // Delete then insert: the cascade drops the old results with the old row.
+    ASSIGN_OR_RETURN(Statement erase, Statement::Prepare(db_, op,
+                                                         "DELETE FROM verdicts WHERE fingerprint "
+                                                         "= ?1 AND op = ?2 AND dtype = ?3 AND "
+                                                         "bucket = ?4"));
+    RETURN_IF_ERROR(
+        erase.BindText(1, v.fingerprint).BindText(2, kOp).BindText(3, dtype).BindText(4, bucket)
+            .Run());
+
+    ASSIGN_OR_RETURN(Statement insert,
+                     Statement::Prepare(db_, op,
+                                        "INSERT INTO verdicts (fingerprint, op, dtype, bucket, "
+                                        "candidates, winner, winner_version, source, reason, "
+                                        "measured_dtype, measured_m, measured_n, measured_k, "
+                                        "created_unix) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+                                        "?9, ?10, ?11, ?12, ?13, ?14)"));
+    insert.BindText(1, v.fingerprint)
+        .BindText(2, kOp)
+        .BindText(3, dtype)
+        .BindText(4, bucket)
+        .BindText(5, v.candidates)
+        .BindText(6, v.winner)
+        .BindInt(7, v.winner_version)
+        .BindText(8, VerdictSourceName(v.source))
+        .BindText(9, v.reason)
+        .BindText(10, DTypeName(v.measured.dtype))
+        .BindInt(11, v.measured.m)
+        .BindInt(12, v.measured.n)
+        .BindInt(13, v.measured.k)
+        .BindInt(14, v.created_unix);
+    RETURN_IF_ERROR(insert.Run());
+
+    ASSIGN_OR_RETURN(Statement result,
+                     Statement::Prepare(db_, op,
+                                        "INSERT INTO verdict_results (fingerprint, op, dtype, "
+                                        "bucket, ordinal, name, version, tier, determinism, "
+                                        "state, reason, median_seconds, spread, samples, "
+                                        "max_abs_error, max_rel_error) VALUES (?1, ?2, ?3, ?4, "
+                                        "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"));
+    for (size_t i = 0; i < v.results.size(); ++i) {
+      const CandidateResult& r = v.results[i];
+      result.BindText(1, v.fingerprint)
+          .BindText(2, kOp)
+          .BindText(3, dtype)
+          .BindText(4, bucket)
+          .BindInt(5, static_cast<int64_t>(i))
+          .BindText(6, r.name)
+          .BindInt(7, r.version)
+          .BindInt(8, r.tier)
+          .BindText(9, DeterminismName(r.determinism))
+          .BindText(10, ResultStateName(r.state))
+          .BindText(11, r.reason)
+          .BindReal(12, r.median_seconds)
+          .BindReal(13, r.spread)
+          .BindInt(14, r.samples)
+          .BindReal(15, r.max_abs_error)
+          .BindReal(16, r.max_rel_error);
+      RETURN_IF_ERROR(result.Run());
+    }
+  }
+  return txn.Commit(op);
+}
+
+absl::StatusOr<Verdict> SqliteVerdictStore::GetVerdict(const std::string& fingerprint, DType dtype,
+                                                       const Bucket& bucket) {
+  const std::string op = absl::StrCat("get verdict ", KeyText(fingerprint, dtype, bucket));
+  std::lock_guard<std::mutex> lock(mu_);
+  // One read transaction, so the verdict and its results are one snapshot.
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.BeginRead(op));
+  Verdict v;
+  {
+    ASSIGN_OR_RETURN(Statement query,
+                     Statement::Prepare(db_, op,
+                                        absl::StrCat(kVerdictColumns,
+                                                     "WHERE fingerprint = ?1 AND op = ?2 AND "
+                                                     "dtype = ?3 AND bucket = ?4")));
+    query.BindText(1, fingerprint)
+        .BindText(2, kOp)
+        .BindText(3, DTypeName(dtype))
+        .BindText(4, bucket.ToString());
+    ASSIGN_OR_RETURN(bool found, query.Step());
+    if (!found) {
+      return absl::NotFoundError(absl::StrCat("verdict store: no verdict for ",
+                                              KeyText(fingerprint, dtype, bucket)));
+    }
+    ASSIGN_OR_RETURN(v, ReadVerdictRow(query));
+    ASSIGN_OR_RETURN(Statement results, Statement::Prepare(db_, op, kResultsQuery));
+    RETURN_IF_ERROR(LoadResults(results, v));
+  }
+  RETURN_IF_ERROR(txn.Commit(op));
+  return v;
+}
+
+absl::StatusOr<std::vector<Verdict>> SqliteVerdictStore::ListVerdicts(
+    const std::string& fingerprint, const VerdictFilter& filter) {
+  const std::string op = absl::StrCat("list verdicts of ", fingerprint);
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.BeginRead(op));
+  std::vector<Verdict> verdicts;
+  {
+    ASSIGN_OR_RETURN(Statement query,
+                     Statement::Prepare(db_, op,
+                                        absl::StrCat(kVerdictColumns, kVerdictScope,
+                                                     "ORDER BY dtype, bucket")));
+    query.BindText(1, fingerprint).BindText(2, kOp);
+    BindScope(query, filter.dtype, filter.bucket, filter.candidate);
+    ASSIGN_OR_RETURN(Statement results, Statement::Prepare(db_, op, kResultsQuery));
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, query.Step());
+      if (!row) break;
+      ASSIGN_OR_RETURN(Verdict v, ReadVerdictRow(query));
+      RETURN_IF_ERROR(LoadResults(results, v));
+      verdicts.push_back(std::move(v));
+    }
+  }
+  RETURN_IF_ERROR(txn.Commit(op));
+  return verdicts;
+}
+
+absl::StatusOr<int64_t> SqliteVerdictStore::CountVerdicts(const std::string& fingerprint) {
+  const std::string op = absl::StrCat("count verdicts of ", fingerprint);
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Statement query,
+                   Statement::Prepare(db_, op,
+                                      "SELECT COUNT(*) FROM verdicts "
+                                      "WHERE fingerprint = ?1 AND op = ?2"));
+  query.BindText(1, fingerprint).BindText(2, kOp);
+  ASSIGN_OR_RETURN(bool row, query.Step());
+  if (!row) return absl::InternalError(absl::StrCat("verdict store: ", op, ": no row"));
+  return query.ReadInt(0);
+}
+
+absl::StatusOr<int> SqliteVerdictStore::Invalidate(const std::string& fingerprint,
+                                                   const InvalidateScope& scope) {
+  // Set fields narrow the scope; with none set, `all` must say so explicitly.
+  const bool narrowed = scope.candidate || scope.dtype || scope.bucket;
+  if (!narrowed && !scope.all) {
+    return absl::InvalidArgumentError(
+        "verdict store: invalidate: empty scope; name a candidate, dtype or bucket, or set all");
+  }
+  const std::string op = absl::StrCat("invalidate verdicts of ", fingerprint);
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(
+      Statement erase,
+      Statement::Prepare(db_, op, absl::StrCat("DELETE FROM verdicts ", kVerdictScope)));
+  erase.BindText(1, fingerprint).BindText(2, kOp);
+  BindScope(erase, scope.dtype, scope.bucket, scope.candidate);
+  RETURN_IF_ERROR(erase.Run());
+  // Counts the verdict rows only: the cascaded result rows are not counted.
+  return erase.changes();
+}
+
+absl::Status SqliteVerdictStore::PutForce(const Force& f) {
+  if (f.fingerprint.empty() || f.candidate.empty()) {
+    return absl::InvalidArgumentError(
+        "verdict store: put force: fingerprint and candidate must be set");
+  }
+  const std::string op = absl::StrCat("put force ", KeyText(f.fingerprint, f.dtype, f.bucket));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Statement put,
+                   Statement::Prepare(db_, op,
+                                      "INSERT OR REPLACE INTO forces (fingerprint, dtype, bucket, "
+                                      "candidate, reason, created_unix) "
+                                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+  return put.BindText(1, f.fingerprint)
+      .BindText(2, DTypeName(f.dtype))
+      .BindText(3, f.bucket.ToString())
+      .BindText(4, f.candidate)
+      .BindText(5, f.reason)
+      .BindInt(6, f.created_unix)
+      .Run();
+}
+
+absl::StatusOr<std::optional<Force>> SqliteVerdictStore::GetForce(const std::string& fingerprint,
+                                                                  DType dtype,
+                                                                  const Bucket& bucket) {
+  const std::string op = absl::StrCat("get force ", KeyText(fingerprint, dtype, bucket));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Statement query,
+                   Statement::Prepare(db_, op,
+                                      absl::StrCat(kForceColumns,
+                                                   "WHERE fingerprint = ?1 AND dtype = ?2 AND "
+                                                   "bucket = ?3")));
+  query.BindText(1, fingerprint).BindText(2, DTypeName(dtype)).BindText(3, bucket.ToString());
+  ASSIGN_OR_RETURN(bool found, query.Step());
+  if (!found) return std::optional<Force>();
+  ASSIGN_OR_RETURN(Force f, ReadForceRow(query));
+  return std::optional<Force>(std::move(f));
+}
+
+absl::StatusOr<bool> SqliteVerdictStore::RemoveForce(const std::string& fingerprint, DType dtype,
+                                                     const Bucket& bucket) {
+  const std::string op = absl::StrCat("remove force ", KeyText(fingerprint, dtype, bucket));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Statement erase,
+                   Statement::Prepare(db_, op,
+                                      "DELETE FROM forces WHERE fingerprint = ?1 AND dtype = ?2 "
+                                      "AND bucket = ?3"));
+  erase.BindText(1, fingerprint).BindText(2, DTypeName(dtype)).BindText(3, bucket.ToString());
+  RETURN_IF_ERROR(erase.Run());
+  return erase.changes() > 0;
+}
+
+absl::StatusOr<std::vector<Force>> SqliteVerdictStore::ListForces(const std::string& fingerprint) {
+  const std::string op = absl::StrCat("list forces of ", fingerprint);
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Statement query,
+                   Statement::Prepare(db_, op,
+                                      absl::StrCat(kForceColumns,
+                                                   "WHERE fingerprint = ?1 ORDER BY dtype, "
+                                                   "bucket")));
+  query.BindText(1, fingerprint);
+  std::vector<Force> forces;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, query.Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(Force f, ReadForceRow(query));
+    forces.push_back(std::move(f));
+  }
+  return forces;
+}
+
+absl::Status SqliteVerdictStore::PutQuarantine(const QuarantineEntry& q) {
+  if (q.fingerprint.empty() || q.candidate.empty() || q.scope.empty()) {
+    return absl::InvalidArgumentError(
+        "verdict store: put quarantine: fingerprint, candidate and scope must be set");
+  }
+  const std::string op =
+      absl::StrCat("put quarantine ", q.candidate, " ", q.scope, " on ", q.fingerprint);
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Statement put,
+                   Statement::Prepare(db_, op,
+                                      "INSERT OR REPLACE INTO quarantine (candidate, version, "
+                                      "scope, fingerprint, reason, created_unix) "
+                                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+  return put.BindText(1, q.candidate)
+      .BindInt(2, q.version)
+      .BindText(3, q.scope)
+      .BindText(4, q.fingerprint)
+      .BindText(5, q.reason)
+      .BindInt(6, q.created_unix)
+      .Run();
+}
+
+absl::StatusOr<std::vector<QuarantineEntry>> SqliteVerdictStore::ListQuarantine(
+    const std::string& fingerprint) {
+  const std::string op = absl::StrCat("list quarantine of ", fingerprint);
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Statement query,
+                   Statement::Prepare(db_, op,
+                                      "SELECT candidate, version, scope, fingerprint, reason, "
+                                      "created_unix FROM quarantine WHERE fingerprint = ?1 "
+                                      "ORDER BY candidate, scope"));
+  query.BindText(1, fingerprint);
+  std::vector<QuarantineEntry> entries;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, query.Step());
+    if (!row) break;
+    QuarantineEntry q;
+    q.candidate = query.ReadText(0);
+    q.version = static_cast<int>(query.ReadInt(1));
+    q.scope = query.ReadText(2);
+    q.fingerprint = query.ReadText(3);
+    q.reason = query.ReadText(4);
+    q.created_unix = query.ReadInt(5);
+    entries.push_back(std::move(q));
+  }
+  return entries;
+}
+
+absl::StatusOr<int> SqliteVerdictStore::ClearQuarantine(const std::string& fingerprint,
+                                                        const std::string& candidate) {
+  const std::string op = absl::StrCat("clear quarantine of ", fingerprint);
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Statement erase,
+                   Statement::Prepare(db_, op,
+                                      "DELETE FROM quarantine WHERE fingerprint = ?1 "
+                                      "AND (?2 IS NULL OR candidate = ?2)"));
+  erase.BindText(1, fingerprint);
+  if (candidate.empty()) {
+    erase.BindNull(2);
+  } else {
+    erase.BindText(2, candidate);
+  }
+  RETURN_IF_ERROR(erase.Run());
+  return erase.changes();
+}
+
+// Releases its key on destruction; keeps the key set alive past the store.
+class SqliteVerdictStore::Lease final : public StoreLease {
+ public:
+  Lease(std::shared_ptr<Leases> leases, std::string key)
+      : leases_(std::move(leases)), key_(std::move(key)) {}
+  ~Lease() override {
+    std::lock_guard<std::mutex> lock(leases_->mu);
+    leases_->held.erase(key_);
+  }
+
+ private:
+  const std::shared_ptr<Leases> leases_;
+  const std::string key_;
+};
+
+absl::StatusOr<std::unique_ptr<StoreLease>> SqliteVerdictStore::TryLease(
+    const std::string& fingerprint, DType dtype, const Bucket& bucket) {
+  std::string key = KeyText(fingerprint, dtype, bucket);
+  std::lock_guard<std::mutex> lock(leases_->mu);
+  if (!leases_->held.insert(key).second) return std::unique_ptr<StoreLease>();
+  return std::unique_ptr<StoreLease>(new Lease(leases_, std::move(key)));
+}
+
+namespace {
+// No other daemon shares the file, so nothing is ever delivered.
+class SilentSubscription final : public StoreSubscription {};
+}  // namespace
+
+std::unique_ptr<StoreSubscription> SqliteVerdictStore::Subscribe(
+    std::function<void(const StoreChange&)> on_change) {
+  return std::make_unique<SilentSubscription>();
+}
+
+}  // namespace arbiter
