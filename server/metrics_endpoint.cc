@@ -163,7 +163,10 @@ class MetricsEndpoint::Loop {
         Refuse(fd);
         continue;
       }
-      connections_.push_back(Connection{.fd = fd, .deadline = now + request_time_});
+      Connection c;
+      c.fd = fd;
+      c.deadline = now + request_time_;
+      connections_.push_back(std::move(c));
     }
   }
 

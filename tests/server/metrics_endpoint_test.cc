@@ -66,9 +66,13 @@ std::string HttpGet(int port, const std::string& path) {
   return response;
 }
 
-std::unique_ptr<MetricsEndpoint> Start(MetricsEndpointOptions options,
+// An endpoint on a free loopback port with these limits.
+std::unique_ptr<MetricsEndpoint> Start(int max_connections, double request_seconds,
                                        std::function<std::string()> scrape) {
+  MetricsEndpointOptions options;
   options.listen = "127.0.0.1:0";
+  options.max_connections = max_connections;
+  options.request_seconds = request_seconds;
   auto endpoint = MetricsEndpoint::Create(options, std::move(scrape));
   EXPECT_TRUE(endpoint.ok()) << endpoint.status();
   return endpoint.ok() ? std::move(*endpoint) : nullptr;
@@ -121,7 +125,7 @@ TEST(MetricsEndpointTest, AListenWithoutAPortIsInvalidNamingTheFlag) {
 // Served concurrently: a scrape is answered while an idle connection, accepted
 // before it and far from its deadline, is still waiting for its request.
 TEST(MetricsEndpointTest, AnIdleConnectionDoesNotDelayAnotherScrape) {
-  auto endpoint = Start({.max_connections = 4, .request_seconds = 600}, Scrape);
+  auto endpoint = Start(4, 600, Scrape);
   ASSERT_NE(endpoint, nullptr);
   const int idle = Connect(endpoint->port());
   ASSERT_GE(idle, 0);
@@ -133,7 +137,7 @@ TEST(MetricsEndpointTest, AnIdleConnectionDoesNotDelayAnotherScrape) {
 // A client sending its request a byte at a time: every scrape between its bytes
 // is answered, and its own request is answered once whole.
 TEST(MetricsEndpointTest, ASlowDripClientDoesNotDelayOtherScrapes) {
-  auto endpoint = Start({.max_connections = 4, .request_seconds = 600}, Scrape);
+  auto endpoint = Start(4, 600, Scrape);
   ASSERT_NE(endpoint, nullptr);
   const int drip = Connect(endpoint->port());
   ASSERT_GE(drip, 0);
@@ -152,7 +156,7 @@ TEST(MetricsEndpointTest, ASlowDripClientDoesNotDelayOtherScrapes) {
 }
 
 TEST(MetricsEndpointTest, AConnectionIsClosedAtItsDeadlineWhetherIdleOrDripping) {
-  auto endpoint = Start({.max_connections = 4, .request_seconds = 0.2}, Scrape);
+  auto endpoint = Start(4, 0.2, Scrape);
   ASSERT_NE(endpoint, nullptr);
   const int idle = Connect(endpoint->port());
   const int drip = Connect(endpoint->port());
@@ -168,7 +172,7 @@ TEST(MetricsEndpointTest, AConnectionIsClosedAtItsDeadlineWhetherIdleOrDripping)
 }
 
 TEST(MetricsEndpointTest, ConnectionsOverTheCapAreRefusedWith503AndTheCapFreesAsTheyClose) {
-  auto endpoint = Start({.max_connections = 2, .request_seconds = 600}, Scrape);
+  auto endpoint = Start(2, 600, Scrape);
   ASSERT_NE(endpoint, nullptr);
   const int first = Connect(endpoint->port());
   const int second = Connect(endpoint->port());
@@ -189,7 +193,7 @@ TEST(MetricsEndpointTest, ConnectionsOverTheCapAreRefusedWith503AndTheCapFreesAs
 // Destroying the endpoint (as the daemon's shutdown does) closes what clients
 // hold open instead of waiting for them.
 TEST(MetricsEndpointTest, DestructionDoesNotWaitForAClientMidRequest) {
-  auto endpoint = Start({.max_connections = 4, .request_seconds = 600}, Scrape);
+  auto endpoint = Start(4, 600, Scrape);
   ASSERT_NE(endpoint, nullptr);
   const int drip = Connect(endpoint->port());
   ASSERT_GE(drip, 0);
@@ -201,7 +205,8 @@ TEST(MetricsEndpointTest, DestructionDoesNotWaitForAClientMidRequest) {
 }
 
 TEST(MetricsEndpointTest, ARequestOverTheSizeLimitIsRefused) {
-  auto endpoint = Start({}, Scrape);
+  const MetricsEndpointOptions defaults;
+  auto endpoint = Start(defaults.max_connections, defaults.request_seconds, Scrape);
   ASSERT_NE(endpoint, nullptr);
   const int fd = Connect(endpoint->port());
   ASSERT_GE(fd, 0);
