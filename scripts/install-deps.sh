@@ -15,6 +15,8 @@ packages=(
   python3-pytest python3-tqdm python3-torch
   # Sanitizer builds and libFuzzer targets (scripts/sanitize.sh, scripts/fuzz.sh).
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
+  # bench/plot.py draws arbiter-bench's plots from its CSV.
+  python3-matplotlib
 )
 
 missing=()
