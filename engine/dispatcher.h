@@ -2,8 +2,12 @@
 // (waiting in the bounded queue), checks the deadline again once it holds one,
 // copies the operands in, times the kernel alone with the device timer and
 // copies C out. A sampled share of dispatches is also checked against the
-// reference; an out-of-budget result quarantines the candidate for its bucket
-// (the result is still returned: the client asked for that kernel's answer).
+// reference. That check judges the kernel, never the client's data: a sample
+// whose reference is itself non-finite or overflows C's dtype is not judged,
+// and an out-of-budget result on the client's operands is confirmed on the
+// daemon's own random operands of the same shape before the candidate is
+// quarantined for its bucket (the result is still returned either way: the
+// client asked for that kernel's answer).
 //
 // Ownership: borrows the backend, stream pool, quarantine and verdict cache
 // (the Arbiter owns them); never owns its observer.
@@ -22,6 +26,7 @@
 
 #include "engine/backend.h"
 #include "engine/observer.h"
+#include "engine/oracle.h"
 #include "engine/problem.h"
 #include "engine/quarantine.h"
 #include "engine/selection.h"
@@ -107,9 +112,14 @@ class Dispatcher {
  private:
   // Every (1/verify_fraction)-th dispatch: an exact, testable rate.
   bool SampleForVerification();
-  // Checks a live dispatch's C against the reference over the operands still on the device.
+  // Checks a live dispatch's C against the reference over the operands still on
+  // the device; a failure is confirmed before anything is quarantined.
   absl::Status Verify(const Problem& p, const Selection& selection, Stream& stream,
                       const Buffer& a, const Buffer& b, const void* c);
+  // Runs the selection on fresh random operands of `p`'s shape (the kind tuning
+  // judges on) over poisoned C, and checks it against their reference.
+  absl::StatusOr<OracleReport> CheckOnOwnOperands(const Problem& p, const Selection& selection,
+                                                  Stream& stream);
 
   Backend& backend_;
   StreamPool& streams_;

@@ -41,41 +41,49 @@ struct BackendAndRegistry {
   std::unique_ptr<Registry> registry;
 };
 
-absl::StatusOr<BackendAndRegistry> CreateCpu() {
+// `candidates` followed by `extra`.
+std::vector<CandidateSpec> With(std::vector<CandidateSpec> candidates,
+                                const std::vector<CandidateSpec>& extra) {
+  candidates.insert(candidates.end(), extra.begin(), extra.end());
+  return candidates;
+}
+
+absl::StatusOr<BackendAndRegistry> CreateCpu(const std::vector<CandidateSpec>& extra) {
   ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> cpu, CpuBackend::Create(CpuBackendOptions{}));
   ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
-                   Registry::Create(CpuCandidates(cpu->threads()), *cpu));
+                   Registry::Create(With(CpuCandidates(cpu->threads()), extra), *cpu));
   return BackendAndRegistry{std::move(cpu), std::move(registry)};
 }
 
 #ifdef ARBITER_WITH_CUDA
-absl::StatusOr<BackendAndRegistry> CreateCuda() {
+absl::StatusOr<BackendAndRegistry> CreateCuda(const std::vector<CandidateSpec>& extra) {
   if (cuda::CudaBackend::VisibleDevices() <= 0) {
     return absl::FailedPreconditionError("backend cuda: no CUDA device is visible");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> gpu,
                    cuda::CudaBackend::Create(cuda::CudaBackendOptions{}));
   ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
-                   Registry::Create(cuda::CudaCandidates(*gpu), *gpu));
+                   Registry::Create(With(cuda::CudaCandidates(*gpu), extra), *gpu));
   return BackendAndRegistry{std::move(gpu), std::move(registry)};
 }
 #endif
 
-absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind) {
+absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind,
+                                                const std::vector<CandidateSpec>& extra) {
   switch (kind) {
     case BackendKind::kCpu:
-      return CreateCpu();
+      return CreateCpu(extra);
     case BackendKind::kCuda:
 #ifdef ARBITER_WITH_CUDA
-      return CreateCuda();
+      return CreateCuda(extra);
 #else
       return absl::FailedPreconditionError("backend cuda: this arbiterd was built without CUDA");
 #endif
     case BackendKind::kAuto:
 #ifdef ARBITER_WITH_CUDA
-      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda();
+      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda(extra);
 #endif
-      return CreateCpu();
+      return CreateCpu(extra);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("backend: no such kind (", static_cast<int>(kind), ")"));
@@ -235,7 +243,8 @@ absl::Status Daemon::Start() {
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    MakeServerCredentials(options_.tls));
 
-  ASSIGN_OR_RETURN(BackendAndRegistry device, CreateBackend(options_.backend));
+  ASSIGN_OR_RETURN(BackendAndRegistry device,
+                   CreateBackend(options_.backend, options_.extra_candidates));
   const DeviceInfo info = device.backend->info();
   spdlog::info("backend {}: {} ({}), {} candidates registered", info.backend, info.name,
                info.arch, device.registry->candidates().size());
@@ -255,7 +264,7 @@ absl::Status Daemon::Start() {
       info);
   if (!options_.metrics_listen.empty()) {
     ASSIGN_OR_RETURN(metrics_endpoint_,
-                     MetricsEndpoint::Create(options_.metrics_listen,
+                     MetricsEndpoint::Create({.listen = options_.metrics_listen},
                                              [metrics = metrics_.get()] { return metrics->Scrape(); }));
     spdlog::info("metrics on http://{}/metrics",
                  BoundAddress(options_.metrics_listen, metrics_endpoint_->port()));

@@ -202,7 +202,8 @@ Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
       .Register(r);
   sampled_.family = &prometheus::BuildCounter()
       .Name("arbiter_sampled_verifications_total")
-      .Help("Live dispatches also run through the reference and compared")
+      .Help("Live dispatches also run through the reference, by outcome: pass, fail (confirmed on "
+            "the daemon's own operands; quarantined), unconfirmed, unjudgeable")
       .Register(r);
   quarantines_.family = &prometheus::BuildCounter()
       .Name("arbiter_quarantines_total")
@@ -306,7 +307,13 @@ Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
       const prometheus::Labels labels{{"candidate", c.name}, {"dtype", std::string(DTypeName(dtype))}};
       Preload(kernel_seconds_, labels);
       Preload(accuracy_violations_, labels);
-      Preload(sampled_, labels);
+      for (VerificationOutcome outcome :
+           {VerificationOutcome::kPass, VerificationOutcome::kFail,
+            VerificationOutcome::kUnconfirmed, VerificationOutcome::kUnjudgeable}) {
+        prometheus::Labels with_outcome = labels;
+        with_outcome["outcome"] = VerificationOutcomeName(outcome);
+        Preload(sampled_, with_outcome);
+      }
     }
     for (VerdictSource source : kAllSources) {
       Preload(dispatches_, {{"candidate", c.name},
@@ -396,13 +403,16 @@ void Metrics::OnQuarantine(const QuarantineEntry& q) {
 }
 
 void Metrics::OnVerification(const Problem& p, const Selection& s, double max_rel_error,
-                             bool pass) {
+                             VerificationOutcome outcome) {
   const std::string& candidate = s.candidate;
   const std::string dtype(DTypeName(p.dtype));
-  Get(sampled_, {{"candidate", candidate}, {"dtype", dtype}}).Increment();
+  Get(sampled_, {{"candidate", candidate}, {"dtype", dtype},
+                 {"outcome", VerificationOutcomeName(outcome)}})
+      .Increment();
+  if (outcome == VerificationOutcome::kUnjudgeable) return;
   Get(relative_error_, {{"candidate", candidate}, {"dtype", dtype}, {"origin", "sampled"}})
       .Set(max_rel_error);
-  if (!pass) {
+  if (outcome == VerificationOutcome::kFail) {
     Get(accuracy_violations_, {{"candidate", candidate}, {"dtype", dtype}}).Increment();
   }
 }

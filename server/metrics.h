@@ -112,10 +112,11 @@ class Metrics : public ArbiterObserver {
   void OnTuning(const Problem& p, const Verdict& v, double wall_seconds) override;
   void OnQuarantine(const QuarantineEntry& q) override;
   // A live dispatch that was also run through the reference (sampled
-  // verification). Sets the sampled relative-error gauge; counts a violation
-  // when the output was outside the candidate's budget.
+  // verification), counted by outcome. Sets the sampled relative-error gauge
+  // (unless nothing could be judged); counts a violation only when the failure
+  // was confirmed on the daemon's own operands - a client's data is not a kernel's fault.
   void OnVerification(const Problem& p, const Selection& s, double max_rel_error,
-                      bool pass) override;
+                      VerificationOutcome outcome) override;
 
   // Health as reported by grpc.health.v1: arbiter_serving is 1 when SERVING.
   void SetServing(bool serving);
