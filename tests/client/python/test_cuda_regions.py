@@ -4,6 +4,7 @@ and a fake daemon), the operand checks, and the refusals and the session against
 
 import gc
 import os
+import shutil
 import tempfile
 
 import grpc
@@ -359,3 +360,167 @@ def test_no_daemon_at_the_fd_socket_is_unavailable_naming_the_path():
     path = os.path.join(tempfile.gettempdir(), "arbiter-py-no-such-daemon.sock.fd")
     with pytest.raises(arbiter.Unavailable, match="cannot open a session at " + path):
         Session(path, "Matmul")
+
+
+# The whole call against a stand-in CUDA daemon: what the requests carry ------------------------------------
+
+
+class FakeTorchOps(FakeOps):
+    """FakeOps plus what matmul() asks of torch: C from a bump allocator, events as labels."""
+
+    def __init__(self, log):
+        super().__init__(log)
+        self.next = BASE + 4 * SEGMENT
+
+    def storage(self, tensor):
+        return tensor.storage
+
+    def empty(self, shape, like):
+        c = tensor(shape, like.dtype, self.next)
+        self.next += SEGMENT
+        return c
+
+    def device_uuid(self, device):
+        return "58b5a3f7-7b1b-4c2d-9e3f-0123456789ab"
+
+    def ready_event(self, device):
+        self.log.append(("event", str(device)))
+        return "event"
+
+    def event_handle(self, event):
+        return event.encode().ljust(64, b"\0")
+
+    def reuse_event(self, device, event):
+        pass
+
+
+def tensor(shape, dtype, ptr, storage_ptr=None, storage_bytes=None):
+    """A FakeTensor over its own FakeStorage (which may start before it: a view)."""
+    t = FakeTensor(shape, dtype, ptr=ptr)
+    itemsize = 8 if "64" in dtype else 4 if "32" in dtype else 2
+    t.storage = FakeStorage(ptr if storage_ptr is None else storage_ptr,
+                            storage_bytes or shape[0] * shape[1] * itemsize)
+    return t
+
+
+class FakeCudaDaemon:
+    """A gRPC server on a Unix socket that answers as a CUDA arbiterd would, plus its fd socket."""
+
+    TOKEN = "session-token-for-tests"
+
+    def __init__(self):
+        import socket
+        import threading
+        from concurrent import futures
+        from arbiter.v1 import arbiter_pb2 as pb
+        from arbiter.v1 import arbiter_pb2_grpc as pb_grpc
+
+        self.pb = pb
+        self.work = tempfile.mkdtemp(prefix="arbiter-py-fake-")
+        self.address = "unix:" + os.path.join(self.work, "d.sock")
+        self.regions, self.matmuls, self.count = {}, [], 0
+        self.session_ended = threading.Event()
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(os.path.join(self.work, "d.sock.fd"))
+        self.listener.listen(4)
+        threading.Thread(target=self._sessions, daemon=True).start()
+        daemon = self
+
+        class Dispatch(pb_grpc.DispatchServicer):
+            def RegisterRegion(self, request, context):
+                daemon._session(context)
+                assert request.kind == pb.REGION_KIND_CUDA_IPC and len(request.cuda_ipc_handle) == 64
+                daemon.count += 1
+                region = "r%d" % daemon.count
+                daemon.regions[region] = (request.cuda_ipc_handle, request.bytes)
+                return pb.RegisterRegionResponse(region=pb.Region(id=region, bytes=request.bytes))
+
+            def UnregisterRegion(self, request, context):
+                daemon._session(context)
+                del daemon.regions[request.id]
+                return pb.UnregisterRegionResponse()
+
+            def ListRegions(self, request, context):
+                daemon._session(context)
+                return pb.ListRegionsResponse(regions=[pb.Region(id=r, bytes=b) for r, (_, b) in
+                                                       daemon.regions.items()])
+
+            def Matmul(self, request, context):
+                daemon._session(context)
+                for ref in (request.a_ref, request.b_ref, request.c_ref):
+                    assert ref.region in daemon.regions, ref
+                daemon.matmuls.append(request)
+                return pb.MatmulResponse(candidate="fake", candidate_version=3, source=pb.VERDICT_SOURCE_MEASURED,
+                                         device_seconds=2e-6, bucket="b")
+
+        class Admin(pb_grpc.AdminServicer):
+            def ServerInfo(self, request, context):
+                return pb.ServerInfoResponse(backend="cuda", uuid="GPU-58b5a3f7-7b1b-4c2d-9e3f-0123456789ab",
+                                             region_kinds=[pb.REGION_KIND_CUDA_VMM_FD, pb.REGION_KIND_CUDA_IPC])
+
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        pb_grpc.add_DispatchServicer_to_server(Dispatch(), self.server)
+        pb_grpc.add_AdminServicer_to_server(Admin(), self.server)
+        self.server.add_insecure_port(self.address)
+        self.server.start()
+
+    def _sessions(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            conn.send(("SESSION " + self.TOKEN).encode())
+            conn.recv(16)  # the client sends nothing: this returns when it closes the session
+            self.session_ended.set()
+
+    def _session(self, context):
+        assert dict(context.invocation_metadata()).get("arbiter-session") == self.TOKEN
+
+    def stop(self):
+        self.server.stop(None)
+        self.listener.close()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+@pytest.fixture
+def cuda_daemon():
+    d = FakeCudaDaemon()
+    yield d
+    d.stop()
+
+
+def test_a_cuda_matmul_names_a_b_and_c_by_region_and_offset(cuda_daemon):
+    log = Log()
+    with arbiter.Client(cuda_daemon.address) as client:
+        client._cuda_ops = FakeTorchOps(log)
+        a = tensor((64, 32), "torch.bfloat16", BASE + 512, storage_ptr=BASE, storage_bytes=8192)  # a view
+        b = tensor((32, 16), "torch.bfloat16", BASE + SEGMENT + 1024)
+        pb = cuda_daemon.pb  # Client.matmul routes real CUDA tensors here; these stand-ins come directly
+        r = _cuda.matmul(client, a, b, None, pb.DETERMINISM_RUN_TO_RUN, pb.TUNING_POLICY_OFF)
+        request = cuda_daemon.matmuls[-1]
+        assert (request.problem.m, request.problem.n, request.problem.k) == (64, 16, 32)
+        assert request.problem.dtype == cuda_daemon.pb.DTYPE_BF16 and not request.a and not request.b
+        assert (request.a_ref.offset, request.b_ref.offset, request.c_ref.offset) == (512, 1024, 0)
+        assert len({request.a_ref.region, request.b_ref.region, request.c_ref.region}) == 3  # three segments
+        assert cuda_daemon.regions[request.a_ref.region] == (BASE.to_bytes(8, "little") * 8, 8192)
+        assert request.wait_event.startswith(b"event") and len(request.wait_event) == 64
+        assert request.required_determinism == cuda_daemon.pb.DETERMINISM_RUN_TO_RUN
+        assert request.tuning == cuda_daemon.pb.TUNING_POLICY_OFF
+        assert r.c.ptr == BASE + 4 * SEGMENT and (r.candidate, r.version, r.source) == ("fake", 3, "measured")
+        assert sorted(x.id for x in client.regions()) == sorted(cuda_daemon.regions)
+        _cuda.matmul(client, a, b, None, 0, 0)
+        assert cuda_daemon.count == 4  # A's and B's regions reused; only the second C's segment is new
+    assert cuda_daemon.regions == {}  # close() unregistered every region
+    assert cuda_daemon.session_ended.wait(10), "close() left the session open"
+    assert sorted(e[1] for e in log if e[0] == "release") == [("counter", i) for i in range(1, 5)]
+
+
+def test_cuda_tensors_on_another_gpu_than_the_daemons_are_refused(cuda_daemon):
+    with arbiter.Client(cuda_daemon.address) as client:
+        ops = client._cuda_ops = FakeTorchOps(Log())
+        ops.device_uuid = lambda device: "GPU-00000000-7b1b-4c2d-9e3f-0123456789ab"
+        with pytest.raises(arbiter.FailedPrecondition, match="the daemon serves GPU GPU-58b5a3f7"):
+            _cuda.matmul(client, tensor((8, 4), "torch.float32", BASE), tensor((4, 8), "torch.float32", BASE + SEGMENT),
+                         None, 0, 0)
+    assert cuda_daemon.count == 0
