@@ -289,6 +289,7 @@ class RegionCache:
         self._inflight = 0   # calls between place() and done(); guarded by _lock
         self._closed = False  # guarded by _lock
         self._dead = collections.deque()  # keys of storages that died: appended by finalizers, lock-free
+        self.registrations = 0  # RegisterRegion calls made, for tests and reports
 
     def place(self, storages):
         """[(region id, storage's offset in it)] for each storage, registering what is new.
@@ -369,10 +370,12 @@ class RegionCache:
         segment = self._segments.get(handle)
         if segment is None:
             self._segments[handle] = _Segment(self._rpc.register(handle, end), end)
+            self.registrations += 1
         elif segment.nbytes < end:
             # The daemon opens a handle once and shares it between regions: the larger region
             # costs no new mapping, and the smaller goes when no call still names it.
             region = self._rpc.register(handle, end)
+            self.registrations += 1
             self._retired.append(segment.region)
             segment.region, segment.nbytes = region, end
 
