@@ -51,6 +51,8 @@ class Ctl {
 
   // --m --n --k --dtype (f32 when absent) into `p`; prints the usage error.
   bool ParseProblem(v1::Problem* p);
+  // --reach (or, where `scope_is_reach`, --scope) fleet|node; false after a usage error.
+  bool ParseReach(bool scope_is_reach, v1::Reach* reach);
   bool ParseSelectOptions(v1::Determinism* determinism, v1::TuningPolicy* tuning);
   int RpcError(const char* what, const grpc::Status& status);
   int UsageError(const std::string& message);

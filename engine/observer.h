@@ -19,6 +19,9 @@ class ArbiterObserver {
                           const absl::Status& status) {}
   virtual void OnTuning(const Problem&, const Verdict&, double wall_seconds) {}
   virtual void OnQuarantine(const QuarantineEntry&) {}
+  // Another daemon on the shared store holds the lease on measuring `p`'s bucket:
+  // this one waits for its verdict instead of measuring the bucket again.
+  virtual void OnLeaseWait(const Problem&) {}
   // A sampled live dispatch was checked against the reference.
   virtual void OnVerification(const Problem&, const Selection&, double max_rel_error, bool pass) {}
 };

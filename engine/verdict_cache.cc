@@ -32,6 +32,18 @@ void VerdictCache::Clear() {
   entries_.clear();
 }
 
+void VerdictCache::DropIf(const std::function<bool(const BucketKey&)>& stale) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (stale(it->first)) {
+      index_.erase(it->first);
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 size_t VerdictCache::size() const {
   absl::MutexLock lock(&mu_);
   return entries_.size();

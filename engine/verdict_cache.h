@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <list>
 #include <map>
 #include <optional>
@@ -32,6 +33,8 @@ class VerdictCache {
   // Inserts or replaces `key`'s verdict, evicting the least recently used past capacity.
   void Put(const BucketKey& key, const Verdict& verdict);
   void Clear();
+  // Drops every entry whose key `stale` accepts (another daemon changed it in the store).
+  void DropIf(const std::function<bool(const BucketKey&)>& stale);
   size_t size() const;
 
  private:
