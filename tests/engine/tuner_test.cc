@@ -31,8 +31,8 @@ class TunerTest : public ::testing::Test {
     options.measure.min_samples = 5;
     options.measure.max_samples = 9;
     options.measure.warmup_runs = 1;
-    tuner_ = std::make_unique<Tuner>(options, backend_, *registry_, *store_, *streams_,
-                                     *quarantine_, cache_);
+    tuner_ = std::make_unique<Tuner>(options, backend_, *registry_, *store_, node_verdicts_,
+                                     *streams_, *quarantine_, cache_);
   }
   void TearDown() override { tuner_.reset(); }
 
@@ -41,6 +41,7 @@ class TunerTest : public ::testing::Test {
   std::unique_ptr<VerdictStore> store_;
   std::unique_ptr<Quarantine> quarantine_;
   VerdictCache cache_{16};
+  NodeVerdicts node_verdicts_;
   std::unique_ptr<StreamPool> streams_;
   std::unique_ptr<Tuner> tuner_;
   const Problem p_{DType::kF32, 24, 40, 64};
