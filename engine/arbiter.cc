@@ -22,6 +22,12 @@ absl::Status UnknownCandidate(const std::string& candidate) {
 
 }  // namespace
 
+TuningPolicy EffectivePolicy(TuningPolicy daemon, std::optional<TuningPolicy> request) {
+  // sync (1) > async (2) > off (3) in tuning: the larger value is the lesser tuning.
+  if (!request) return daemon;
+  return static_cast<int>(*request) > static_cast<int>(daemon) ? *request : daemon;
+}
+
 const char* TuningPolicyName(TuningPolicy p) {
   switch (p) {
     case TuningPolicy::kSync: return "sync";
@@ -180,9 +186,9 @@ absl::StatusOr<Selection> Arbiter::SelectValid(const Problem& p, const SelectOpt
                                                  "}, eligible now {", raced, "}")
                                   : "no verdict for this bucket yet";
 
-  // 3. A miss: the tuning policy decides.
+  // 3. A miss: the tuning policy decides - the daemon's, or less if the request asks.
   absl::StatusOr<Selection> s;
-  switch (options.tuning.value_or(options_.tuning)) {
+  switch (EffectivePolicy(options_.tuning, options.tuning)) {
     case TuningPolicy::kSync: {
       MeasureCall call;
       call.deadline = options.deadline;

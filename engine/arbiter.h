@@ -3,8 +3,9 @@
 // candidate versions still match the registry, or - on a miss - the tuning
 // policy: `sync` measures then answers, `async` answers with the tier default
 // (source provisional) and measures in the background, `off` answers with the
-// tier default. One measurement per bucket at a time, however many requests
-// arrive for it.
+// tier default. A request may ask for less tuning than the daemon's policy
+// (sync > async > off), never more. One measurement per bucket at a time,
+// however many requests arrive for it.
 //
 // The Arbiter is the engine's front door and composes its rooms: the serving
 // policy (selection_policy.h), the Tuner (measurement, background tuning), the
@@ -69,11 +70,15 @@ struct ArbiterOptions {
 
 struct SelectOptions {
   Determinism required = Determinism::kNondeterministic;
-  std::optional<TuningPolicy> tuning;  // unset: the daemon's default
+  // Unset: the daemon's policy. A request may lower it (sync > async > off), never raise it.
+  std::optional<TuningPolicy> tuning;
   // Dispatch: work not started by then fails DEADLINE_EXCEEDED (checked before selecting
   // and again once a device stream is held); unset: no deadline.
   Deadline deadline;
 };
+
+// The policy applied to a miss: the request's when it asks for less tuning than the daemon's.
+TuningPolicy EffectivePolicy(TuningPolicy daemon, std::optional<TuningPolicy> request);
 
 struct CandidateStatus {
   const RegisteredCandidate* candidate;

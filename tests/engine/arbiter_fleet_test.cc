@@ -4,7 +4,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,6 +20,7 @@ namespace {
 
 using testing::FakeBackend;
 using testing::FakeCandidate;
+using testing::Eventually;
 using testing::FakeStream;
 using testing::Gate;
 using testing::NaiveGemm;
@@ -47,17 +47,6 @@ class LeaseWaits final : public ArbiterObserver {
   std::condition_variable cv_;
   int waits_ = 0;
 };
-
-// Polls `condition` until it holds or `timeout` passes; whether it held.
-bool Eventually(const std::function<bool()>& condition,
-                std::chrono::seconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return condition();
-}
 
 class ArbiterFleetTest : public ::testing::Test {
  protected:

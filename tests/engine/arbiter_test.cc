@@ -202,17 +202,16 @@ TEST_F(ArbiterTest, QueuedBackgroundTuningIsDroppedOnceASyncRequestMeasuredTheBu
     static_cast<FakeStream*>(a.stream)->Advance(5e-6);
     return absl::OkStatus();
   }));
-  options_.tuning = TuningPolicy::kAsync;
   options_.workers = 2;
   auto arbiter = Start(std::move(c));
-  ASSERT_TRUE(arbiter->Select(q, {}).ok());  // the tuning thread takes q and blocks in it
+  SelectOptions async;
+  async.tuning = TuningPolicy::kAsync;  // less than the daemon's sync: allowed
+  ASSERT_TRUE(arbiter->Select(q, async).ok());  // the tuning thread takes q and blocks in it
   gate->WaitEntered();
-  auto queued = arbiter->Select(p_, {});      // p_ waits in the queue behind q
+  auto queued = arbiter->Select(p_, async);      // p_ waits in the queue behind q
   ASSERT_TRUE(queued.ok());
   EXPECT_EQ(queued->source, VerdictSource::kProvisional);
-  SelectOptions sync;
-  sync.tuning = TuningPolicy::kSync;
-  auto measured = arbiter->Select(p_, sync);  // measured now, on the second stream
+  auto measured = arbiter->Select(p_, {});  // the daemon's sync: measured now, on the second stream
   ASSERT_TRUE(measured.ok()) << measured.status();
   EXPECT_EQ(measured->source, VerdictSource::kMeasured);
   gate->Open();
@@ -393,6 +392,56 @@ TEST_F(ArbiterTest, SampledVerificationQuarantinesACandidateThatGoesWrongLive) {
   auto after = arbiter->Select(p_, {});
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->candidate, "vendor");
+}
+
+TEST(TuningPolicyTest, ARequestMayLowerTheDaemonsPolicyButNeverRaiseIt) {
+  using P = TuningPolicy;
+  for (P daemon : {P::kSync, P::kAsync, P::kOff}) {
+    EXPECT_EQ(EffectivePolicy(daemon, std::nullopt), daemon);
+    EXPECT_EQ(EffectivePolicy(daemon, P::kOff), P::kOff);
+    EXPECT_EQ(EffectivePolicy(daemon, P::kSync), daemon);
+  }
+  EXPECT_EQ(EffectivePolicy(P::kSync, P::kAsync), P::kAsync);
+  EXPECT_EQ(EffectivePolicy(P::kOff, P::kAsync), P::kOff);
+}
+
+TEST_F(ArbiterTest, ASyncRequestToADaemonWithTuningOffMeasuresNothing) {
+  options_.tuning = TuningPolicy::kOff;
+  auto arbiter = Start(Standard());
+  SelectOptions sync;
+  sync.tuning = TuningPolicy::kSync;
+  auto s = arbiter->Select(p_, sync);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->source, VerdictSource::kTierDefault);
+  SelectOptions async;
+  async.tuning = TuningPolicy::kAsync;
+  auto a = arbiter->Select(p_, async);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->source, VerdictSource::kTierDefault);
+  arbiter->WaitIdle();
+  EXPECT_EQ(arbiter->measurements(), 0);
+}
+
+TEST_F(ArbiterTest, ASyncRequestToAnAsyncDaemonIsAnsweredAtOnceAndMeasuredInTheBackground) {
+  options_.tuning = TuningPolicy::kAsync;
+  auto arbiter = Start(Standard());
+  SelectOptions sync;
+  sync.tuning = TuningPolicy::kSync;
+  auto s = arbiter->Select(p_, sync);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->source, VerdictSource::kProvisional);
+  arbiter->WaitIdle();
+  EXPECT_EQ(arbiter->measurements(), 1);
+}
+
+TEST_F(ArbiterTest, ARequestForNoTuningIsAnsweredWithTheTierDefaultByASyncDaemon) {
+  auto arbiter = Start(Standard());
+  SelectOptions off;
+  off.tuning = TuningPolicy::kOff;
+  auto s = arbiter->Select(p_, off);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->source, VerdictSource::kTierDefault);
+  EXPECT_EQ(arbiter->measurements(), 0);
 }
 
 }  // namespace

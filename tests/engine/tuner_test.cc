@@ -1,12 +1,12 @@
 #include "engine/tuner.h"
 
 #include "gtest/gtest.h"
-#include "tests/engine/fake_backend.h"
+#include "tests/engine/fake_engine.h"
 
 namespace arbiter {
 namespace {
 
-using testing::FakeBackend;
+using testing::FakeEngine;
 using testing::FakeCandidate;
 using testing::FakeStream;
 using testing::NaiveGemm;
@@ -15,34 +15,19 @@ using testing::TimedKernel;
 class TunerTest : public ::testing::Test {
  protected:
   void Start(std::vector<CandidateSpec> candidates) {
-    auto registry = Registry::Create(std::move(candidates), backend_);
-    ASSERT_TRUE(registry.ok()) << registry.status();
-    registry_ = std::move(*registry);
-    auto store = VerdictStore::Open(":memory:");
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    auto quarantine = Quarantine::Create(*store_, backend_.info().Fingerprint());
-    ASSERT_TRUE(quarantine.ok()) << quarantine.status();
-    quarantine_ = std::move(*quarantine);
-    std::vector<std::unique_ptr<Stream>> streams;
-    streams.push_back(std::make_unique<FakeStream>());
-    streams_ = std::make_unique<StreamPool>(std::move(streams), 0);
+    ASSERT_TRUE(engine_.Start(std::move(candidates)).ok());
     TunerOptions options;
     options.measure.min_samples = 5;
     options.measure.max_samples = 9;
     options.measure.warmup_runs = 1;
-    tuner_ = std::make_unique<Tuner>(options, backend_, *registry_, *store_, node_verdicts_,
-                                     *streams_, *quarantine_, cache_);
+    tuner_ = std::make_unique<Tuner>(options, engine_.backend, *engine_.registry, *engine_.store,
+                                     node_verdicts_, *engine_.streams, *engine_.quarantine, cache_);
   }
   void TearDown() override { tuner_.reset(); }
 
-  FakeBackend backend_;
-  std::unique_ptr<Registry> registry_;
-  std::unique_ptr<VerdictStore> store_;
-  std::unique_ptr<Quarantine> quarantine_;
+  FakeEngine engine_;
   VerdictCache cache_{16};
   NodeVerdicts node_verdicts_;
-  std::unique_ptr<StreamPool> streams_;
   std::unique_ptr<Tuner> tuner_;
   const Problem p_{DType::kF32, 24, 40, 64};
 };
@@ -58,8 +43,7 @@ TEST_F(TunerTest, AMeasurementIsStoredAndCachedUnderItsBucket) {
   EXPECT_EQ(v->candidates, "fast@1,vendor@1");
   EXPECT_EQ(v->measured, p_);
   EXPECT_EQ(tuner_->measurements(), 1);
-  absl::StatusOr<Verdict> stored = store_->GetVerdict(backend_.info().Fingerprint(), p_.dtype,
-                                                      BucketOf(p_));
+  absl::StatusOr<Verdict> stored = engine_.store->GetVerdict(engine_.fingerprint(), p_.dtype, BucketOf(p_));
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ(stored->winner, "fast");
   std::optional<Verdict> cached = cache_.Get(BucketKeyOf(p_));
@@ -81,9 +65,9 @@ TEST_F(TunerTest, ADisprovedClaimQuarantinesTheCandidateForTheProblemsDtype) {
   absl::StatusOr<Verdict> v = tuner_->MeasureOnce(p_);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->winner, "vendor");
-  const CandidateSpec& flaky = registry_->Find("flaky")->spec;
-  EXPECT_TRUE(quarantine_->Covers(flaky, DType::kF32, BucketOf(Problem{DType::kF32, 8, 8, 8})));
-  EXPECT_FALSE(quarantine_->Covers(flaky, DType::kF64, BucketOf(p_)));
+  const CandidateSpec& flaky = engine_.Spec("flaky");
+  EXPECT_TRUE(engine_.quarantine->Covers(flaky, DType::kF32, BucketOf(Problem{DType::kF32, 8, 8, 8})));
+  EXPECT_FALSE(engine_.quarantine->Covers(flaky, DType::kF64, BucketOf(p_)));
   // The next measurement of the dtype no longer races it.
   absl::StatusOr<Verdict> again = tuner_->MeasureOnce(Problem{DType::kF32, 8, 8, 8});
   ASSERT_TRUE(again.ok()) << again.status();
