@@ -206,13 +206,14 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p, const MeasureCall
   });
   spdlog::info("measuring {} (bucket {}) over {} candidates", p.ToString(), bucket.ToString(),
                order.size());
-  std::vector<Measurement> measured;
+  MeasureReport report;
   {
     ASSIGN_OR_RETURN(StreamPool::Lease stream, streams_.Acquire(/*bounded=*/false));
     Measurer measurer(backend_, *stream, options_.measure);
-    ASSIGN_OR_RETURN(measured, measurer.Measure(p, order));
+    ASSIGN_OR_RETURN(report, measurer.Race(p, order));
   }
   ++measurements_;
+  std::vector<Measurement>& measured = report.measurements;
 
   Verdict v;
   v.fingerprint = fingerprint_;
@@ -220,6 +221,9 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p, const MeasureCall
   v.bucket = bucket;
   v.candidates = RacedSet(eligible);
   v.measured = p;
+  v.cost = report.cost;
+  v.sm_clock_min_mhz = report.sm_clock_min_mhz;
+  v.sm_clock_max_mhz = report.sm_clock_max_mhz;
   v.created_unix = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
@@ -249,7 +253,7 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p, const MeasureCall
   cache_.Put(key, v);
   {
     std::ostringstream os;
-    os << v;
+    os << v << "; measuring took " << v.cost;
     spdlog::info("verdict {}", os.str());
     for (const CandidateResult& r : v.results) {
       std::ostringstream rs;
