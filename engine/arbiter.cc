@@ -116,7 +116,7 @@ Arbiter::~Arbiter() {
 
 void Arbiter::OnStoreChange(const StoreChange& change) {
   if (change.what != StoreChange::What::kEverything && change.fingerprint != fingerprint_) return;
-  spdlog::debug("store change from {}: {} {} {}", change.origin, StoreChangeWhatName(change.what),
+  spdlog::info("fleet store change by {}: {} {} {}", change.origin, StoreChangeWhatName(change.what),
                 change.dtype ? DTypeName(*change.dtype) : "*",
                 change.bucket ? change.bucket->ToString() : "*");
   switch (change.what) {
@@ -187,6 +187,9 @@ std::optional<Verdict> Arbiter::StoredVerdict(const Problem& p) {
   if (!node_verdicts_->empty() && node_verdicts_->SetAside(key, v.ok() ? &*v : nullptr)) {
     v = absl::NotFoundError("set aside");
     if (std::optional<Verdict> own = node_verdicts_->Get(key)) v = *std::move(own);
+  }
+  if (!v.ok()) {
+    if (std::optional<Verdict> pending = tuner_->Pending(key)) v = *std::move(pending);
   }
   if (!v.ok()) return std::nullopt;
   verdict_cache_->Put(key, *v);

@@ -189,6 +189,11 @@ class Arbiter {
   const Registry& registry() const { return *registry_; }
   const ArbiterOptions& options() const { return options_; }
   absl::Status Health() const { return backend_->Health(); }
+  // OK while the verdict store answers; UNAVAILABLE, saying why, while it cannot be
+  // reached (the engine keeps serving what it holds).
+  absl::Status StoreHealth() const { return store_->Health(); }
+  // Verdicts measured while the store was down, waiting to be written back.
+  size_t pending_store_writes() const { return tuner_->pending_writes(); }
   // Measurements run since start (tests: a restarted daemon measures nothing again).
   int64_t measurements() const { return tuner_->measurements(); }
   // Dispatches waiting for a device stream now.

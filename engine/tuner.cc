@@ -74,7 +74,50 @@ void Tuner::WaitIdle() {
   while (!stopping_ && !(queue_.empty() && !busy_ && in_flight_.empty())) changed_.Wait(&mu_);
 }
 
+std::optional<Verdict> Tuner::Pending(const BucketKey& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t Tuner::pending_writes() {
+  absl::MutexLock lock(&mu_);
+  return pending_.size();
+}
+
+void Tuner::WriteBack() {
+  std::map<BucketKey, Verdict> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    if (pending_.empty()) return;
+    pending = pending_;
+  }
+  for (const auto& [key, v] : pending) {
+    // Another daemon's verdict for the bucket, stored meanwhile, stands.
+    absl::StatusOr<Verdict> stored = store_.GetVerdict(fingerprint_, key.dtype, key.bucket);
+    absl::Status written = stored.ok() ? absl::OkStatus() : stored.status();
+    if (absl::IsNotFound(written)) written = store_.PutVerdict(v);
+    if (absl::IsUnavailable(written)) return;  // still down: try again later
+    if (!written.ok()) {
+      spdlog::warn("verdict of {} measured while the store was down is dropped: {}",
+                   key.ToString(), written.ToString());
+    } else if (stored.ok()) {
+      spdlog::info("verdict of {} measured while the store was down: the store's stands",
+                   key.ToString());
+    } else {
+      spdlog::info("verdict of {} measured while the store was down written back",
+                   key.ToString());
+    }
+    absl::MutexLock lock(&mu_);
+    if (auto it = pending_.find(key); it != pending_.end() && it->second.created_unix == v.created_unix) {
+      pending_.erase(it);
+    }
+  }
+}
+
 std::optional<Verdict> Tuner::Current(const BucketKey& key) {
+  if (std::optional<Verdict> mine = Pending(key)) return mine;
   absl::StatusOr<Verdict> stored = store_.GetVerdict(fingerprint_, key.dtype, key.bucket);
   if (!node_verdicts_.empty() && node_verdicts_.SetAside(key, stored.ok() ? &*stored : nullptr)) {
     return node_verdicts_.Get(key);
@@ -141,14 +184,29 @@ absl::StatusOr<std::unique_ptr<StoreLease>> Tuner::TakeLease(const Problem& p,
 void Tuner::BackgroundLoop() {
   while (true) {
     Problem p;
+    bool queued = false;
     {
       absl::MutexLock lock(&mu_);
-      while (!stopping_ && queue_.empty()) changed_.Wait(&mu_);
+      // Verdicts waiting for the store are retried each second, or at once on a
+      // notification (the store is back).
+      while (!stopping_ && queue_.empty()) {
+        if (pending_.empty()) {
+          changed_.Wait(&mu_);
+        } else {
+          changed_.WaitWithTimeout(&mu_, absl::Seconds(1));
+          break;
+        }
+      }
       if (stopping_) return;
-      p = queue_.front();
-      queue_.pop_front();
-      busy_ = true;
+      if (!queue_.empty()) {
+        p = queue_.front();
+        queue_.pop_front();
+        busy_ = true;
+        queued = true;
+      }
     }
+    WriteBack();
+    if (!queued) continue;
     // A synchronous request may have measured the bucket while this one waited in the queue.
     if (!HasFreshVerdict(p)) {
       MeasureCall call;
@@ -247,8 +305,13 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p, const MeasureCall
   v.reason = d.reason;
   if (set_aside) {
     node_verdicts_.Put(v);
-  } else {
-    RETURN_IF_ERROR(store_.PutVerdict(v));
+  } else if (absl::Status put = store_.PutVerdict(v); !put.ok()) {
+    if (!absl::IsUnavailable(put)) return put;
+    spdlog::warn("verdict of {} kept here until the store returns: {}", key.ToString(),
+                 put.ToString());
+    absl::MutexLock lock(&mu_);
+    pending_[key] = v;
+    changed_.SignalAll();
   }
   cache_.Put(key, v);
   {

@@ -13,7 +13,9 @@
 // that finds the lease held waits for the holder's verdict (a serving miss, up
 // to its deadline), or leaves the bucket to the holder (background tuning). A
 // holder that dies loses its lease, so a waiter then takes it and measures.
-// When the store cannot grant leases (it is down), the daemon measures alone.
+// When the store cannot grant leases (it is down), the daemon measures alone,
+// serves what it measured, and writes it back when the store answers again
+// (unless another daemon stored a verdict for the bucket meanwhile).
 //
 // Ownership: borrows the backend, registry, store, stream pool, quarantine and
 // verdict cache (the Arbiter owns them and destroys the Tuner first); owns its
@@ -94,8 +96,13 @@ class Tuner {
   void WaitIdle();
   // Measurements run since start.
   int64_t measurements() const { return measurements_.load(); }
-  // The store reports new verdicts: a daemon waiting on another's lease looks now.
+  // The store reports new verdicts: a daemon waiting on another's lease looks now,
+  // and verdicts waiting for the store are written back.
   void OnVerdictsChanged();
+  // A verdict measured while the store was down, not yet written back.
+  std::optional<Verdict> Pending(const BucketKey& key);
+  // How many such verdicts wait for the store.
+  size_t pending_writes();
 
  private:
   using Result = std::shared_future<absl::StatusOr<Verdict>>;
@@ -114,6 +121,8 @@ class Tuner {
   // verdicts; nullopt when there is none (or the store cannot answer).
   std::optional<Verdict> Current(const BucketKey& key);
   void BackgroundLoop();
+  // Writes pending verdicts to the store; stops at the first it cannot reach.
+  void WriteBack();
 
   const TunerOptions options_;
   Backend& backend_;
@@ -131,6 +140,7 @@ class Tuner {
   absl::CondVar changed_;  // signalled when a measurement ends or queued work arrives
   std::map<BucketKey, Result> in_flight_ ABSL_GUARDED_BY(mu_);
   std::deque<Problem> queue_ ABSL_GUARDED_BY(mu_);  // one per bucket
+  std::map<BucketKey, Verdict> pending_ ABSL_GUARDED_BY(mu_);  // measured, the store was down
   bool busy_ ABSL_GUARDED_BY(mu_) = false;          // the background thread is measuring
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: starts once everything above is built
