@@ -6,15 +6,16 @@
 #   usage: bench/transformer/bundle.sh [SHAPES_FILE]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-shapes=${1:-$root/../../shared/eval/transformer-shapes.txt}
-[[ -f $shapes ]] || shapes=/work/shared/eval/transformer-shapes.txt
+# The shared folder lives beside the repository; ARBITER_SHARED names it for a
+# checkout that has none beside it (a worktree, say).
+shared=${ARBITER_SHARED:-$root/../shared}
+shapes=${1:-$shared/eval/transformer-shapes.txt}
 out=$root/.device-k
 build=$root/build-bench
 "$root/bench/transformer/build.sh" "$build"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-"$root/../../shared/device/bundle" "$stage/bench" "$build/transformer_bench" 2>/dev/null ||
-  /work/shared/device/bundle "$stage/bench" "$build/transformer_bench"
+"${ARBITER_BUNDLE:-$shared/device/bundle}" "$stage/bench" "$build/transformer_bench"
 strip --strip-debug "$stage"/bench/bin/* 2>/dev/null || true
 rm -rf "$out" && mkdir -p "$out"
 tar -C "$stage" -cf - bench | xz -T2 -6 > "$out/bench.tar.xz"

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <functional>
 #include <memory>
+#include <chrono>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -186,7 +187,15 @@ TEST(MetricsEndpointTest, ConnectionsOverTheCapAreRefusedWith503AndTheCapFreesAs
   EXPECT_NE(refused.find("503 Service Unavailable"), std::string::npos) << refused;
   EXPECT_TRUE(StillOpenAndSilent(first));
   close(first);
-  EXPECT_NE(HttpGet(endpoint->port(), "/metrics").find("200 OK"), std::string::npos);
+  // The endpoint learns of the close on its next poll; a scrape is answered
+  // once it has (bounded wait on the observable answer, not a fixed sleep).
+  std::string answer;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    answer = HttpGet(endpoint->port(), "/metrics");
+  } while (answer.find("200 OK") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline);
+  EXPECT_NE(answer.find("200 OK"), std::string::npos) << answer;
   close(second);
 }
 
