@@ -6,17 +6,20 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "engine/selection_policy.h"
 #include "spdlog/spdlog.h"
 
 namespace arbiter {
 
 Tuner::Tuner(const TunerOptions& options, Backend& backend, const Registry& registry,
-             VerdictStore& store, StreamPool& streams, Quarantine& quarantine, VerdictCache& cache)
+             VerdictStore& store, NodeVerdicts& node_verdicts, StreamPool& streams,
+             Quarantine& quarantine, VerdictCache& cache)
     : options_(options),
       backend_(backend),
       registry_(registry),
       store_(store),
+      node_verdicts_(node_verdicts),
       streams_(streams),
       quarantine_(quarantine),
       cache_(cache),
@@ -34,7 +37,7 @@ Tuner::~Tuner() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p) {
+absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p, const MeasureCall& call) {
   const BucketKey key = BucketKeyOf(p);
   std::promise<absl::StatusOr<Verdict>> promise;
   std::optional<Result> running;
@@ -47,7 +50,7 @@ absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p) {
     }
   }
   if (running) return running->get();  // someone else measures this bucket
-  absl::StatusOr<Verdict> result = MeasureBucket(p);
+  absl::StatusOr<Verdict> result = MeasureBucket(p, call);
   promise.set_value(result);
   absl::MutexLock lock(&mu_);
   in_flight_.erase(key);
@@ -71,26 +74,147 @@ void Tuner::WaitIdle() {
   while (!stopping_ && !(queue_.empty() && !busy_ && in_flight_.empty())) changed_.Wait(&mu_);
 }
 
-bool Tuner::HasFreshVerdict(const Problem& p) {
-  absl::StatusOr<Verdict> v = store_.GetVerdict(fingerprint_, p.dtype, BucketOf(p));
-  return v.ok() && v->candidates == RacedSet(Eligible(registry_, quarantine_, p, nullptr));
+std::optional<Verdict> Tuner::Pending(const BucketKey& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t Tuner::pending_writes() {
+  absl::MutexLock lock(&mu_);
+  return pending_.size();
+}
+
+void Tuner::WriteBack() {
+  std::map<BucketKey, Verdict> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    if (pending_.empty()) return;
+    pending = pending_;
+  }
+  for (const auto& [key, v] : pending) {
+    // Another daemon's verdict for the bucket, stored meanwhile, stands.
+    absl::StatusOr<Verdict> stored = store_.GetVerdict(fingerprint_, key.dtype, key.bucket);
+    absl::Status written = stored.ok() ? absl::OkStatus() : stored.status();
+    if (absl::IsNotFound(written)) written = store_.PutVerdict(v);
+    if (absl::IsUnavailable(written)) return;  // still down: try again later
+    if (!written.ok()) {
+      spdlog::warn("verdict of {} measured while the store was down is dropped: {}",
+                   key.ToString(), written.ToString());
+    } else if (stored.ok()) {
+      spdlog::info("verdict of {} measured while the store was down: the store's stands",
+                   key.ToString());
+    } else {
+      spdlog::info("verdict of {} measured while the store was down written back",
+                   key.ToString());
+    }
+    absl::MutexLock lock(&mu_);
+    if (auto it = pending_.find(key); it != pending_.end() && it->second.created_unix == v.created_unix) {
+      pending_.erase(it);
+    }
+  }
+}
+
+std::optional<Verdict> Tuner::Current(const BucketKey& key) {
+  if (std::optional<Verdict> mine = Pending(key)) return mine;
+  absl::StatusOr<Verdict> stored = store_.GetVerdict(fingerprint_, key.dtype, key.bucket);
+  if (!node_verdicts_.empty() && node_verdicts_.SetAside(key, stored.ok() ? &*stored : nullptr)) {
+    return node_verdicts_.Get(key);
+  }
+  if (!stored.ok()) return std::nullopt;
+  return *std::move(stored);
+}
+
+std::optional<Verdict> Tuner::FreshVerdict(const Problem& p) {
+  std::optional<Verdict> v = Current(BucketKeyOf(p));
+  if (!v || v->candidates != RacedSet(Eligible(registry_, quarantine_, p, nullptr))) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+bool Tuner::HasFreshVerdict(const Problem& p) { return FreshVerdict(p).has_value(); }
+
+void Tuner::OnVerdictsChanged() {
+  absl::MutexLock lock(&mu_);
+  changed_.SignalAll();
+}
+
+absl::StatusOr<std::unique_ptr<StoreLease>> Tuner::TakeLease(const Problem& p,
+                                                             const MeasureCall& call,
+                                                             std::optional<Verdict>* theirs) {
+  const BucketKey key = BucketKeyOf(p);
+  bool told = false;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<StoreLease>> lease =
+        store_.TryLease(fingerprint_, key.dtype, key.bucket);
+    if (!lease.ok()) {
+      spdlog::warn("measuring {} without the fleet's lease: {}", key.ToString(),
+                   lease.status().ToString());
+      return nullptr;
+    }
+    if (*lease != nullptr) return lease;
+    // Another daemon measures this bucket: its verdict is what this one would store.
+    if (!call.wait) {
+      return absl::AbortedError(
+          absl::StrCat(key.ToString(), " is being measured by another daemon"));
+    }
+    if (!told) {
+      spdlog::info("{} is being measured by another daemon; waiting for its verdict",
+                   key.ToString());
+      if (observer_) observer_->OnLeaseWait(p);
+      told = true;
+    }
+    if (std::optional<Verdict> v = FreshVerdict(p)) {
+      *theirs = std::move(v);
+      return nullptr;
+    }
+    RETURN_IF_ERROR(CheckDeadline(call.deadline, "waiting for another daemon's measurement"));
+    absl::Duration wait = absl::FromChrono(options_.lease_poll);
+    if (call.deadline) {
+      wait = std::min(wait, absl::FromChrono(*call.deadline - std::chrono::system_clock::now()));
+    }
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::CancelledError("the engine is stopping");
+    changed_.WaitWithTimeout(&mu_, std::max(wait, absl::ZeroDuration()));
+  }
 }
 
 void Tuner::BackgroundLoop() {
   while (true) {
     Problem p;
+    bool queued = false;
     {
       absl::MutexLock lock(&mu_);
-      while (!stopping_ && queue_.empty()) changed_.Wait(&mu_);
+      // Verdicts waiting for the store are retried each second, or at once on a
+      // notification (the store is back).
+      while (!stopping_ && queue_.empty()) {
+        if (pending_.empty()) {
+          changed_.Wait(&mu_);
+        } else {
+          changed_.WaitWithTimeout(&mu_, absl::Seconds(1));
+          break;
+        }
+      }
       if (stopping_) return;
-      p = queue_.front();
-      queue_.pop_front();
-      busy_ = true;
+      if (!queue_.empty()) {
+        p = queue_.front();
+        queue_.pop_front();
+        busy_ = true;
+        queued = true;
+      }
     }
+    WriteBack();
+    if (!queued) continue;
     // A synchronous request may have measured the bucket while this one waited in the queue.
     if (!HasFreshVerdict(p)) {
-      absl::StatusOr<Verdict> v = MeasureOnce(p);
-      if (!v.ok()) {
+      MeasureCall call;
+      call.wait = false;
+      absl::StatusOr<Verdict> v = MeasureOnce(p, call);
+      if (absl::IsAborted(v.status())) {
+        spdlog::debug("background tuning of {} left to another daemon", p.ToString());
+      } else if (!v.ok()) {
         spdlog::warn("background tuning of {} failed: {}", p.ToString(), v.status().ToString());
       }
     }
@@ -100,7 +224,7 @@ void Tuner::BackgroundLoop() {
   }
 }
 
-absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p) {
+absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p, const MeasureCall& call) {
   const auto t0 = std::chrono::steady_clock::now();
   std::string why_none;
   const std::vector<const RegisteredCandidate*> eligible =
@@ -110,11 +234,29 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p) {
         absl::StrCat("no candidate can run ", p.ToString(), ": ", why_none));
   }
   const Bucket bucket = BucketOf(p);
+  const BucketKey key{p.dtype, bucket};
+  absl::StatusOr<Verdict> prev = store_.GetVerdict(fingerprint_, p.dtype, bucket);
+  const bool set_aside =
+      !node_verdicts_.empty() && node_verdicts_.SetAside(key, prev.ok() ? &*prev : nullptr);
+  // One measurer per bucket in the fleet (a bucket set aside is this daemon's alone).
+  std::unique_ptr<StoreLease> lease;
+  if (store_.shared() && !set_aside) {
+    std::optional<Verdict> theirs;
+    ASSIGN_OR_RETURN(lease, TakeLease(p, call, &theirs));
+    if (!theirs && lease != nullptr && !call.remeasure) theirs = FreshVerdict(p);
+    if (theirs) {
+      spdlog::info("{} measured by another daemon: {}@v{}", key.ToString(), theirs->winner,
+                   theirs->winner_version);
+      cache_.Put(key, *theirs);
+      return *std::move(theirs);
+    }
+    prev = store_.GetVerdict(fingerprint_, p.dtype, bucket);  // the holder may have replaced it
+  }
   // The incumbent is the previous winner for this bucket, stale or not.
   std::optional<std::string> incumbent;
-  if (absl::StatusOr<Verdict> prev = store_.GetVerdict(fingerprint_, p.dtype, bucket); prev.ok()) {
-    if (!prev->winner.empty()) incumbent = prev->winner;
-  }
+  if (set_aside) prev = absl::NotFoundError("set aside");
+  if (std::optional<Verdict> own = set_aside ? node_verdicts_.Get(key) : std::nullopt) prev = *own;
+  if (prev.ok() && !prev->winner.empty()) incumbent = prev->winner;
   // Measure the highest tiers first: a fast early median lets hopeless candidates stop early.
   std::vector<const RegisteredCandidate*> order = eligible;
   std::stable_sort(order.begin(), order.end(), [](auto* x, auto* y) {
@@ -161,8 +303,17 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p) {
   v.winner_version = d.winner_version;
   v.source = VerdictSource::kMeasured;
   v.reason = d.reason;
-  RETURN_IF_ERROR(store_.PutVerdict(v));
-  cache_.Put(BucketKey{p.dtype, bucket}, v);
+  if (set_aside) {
+    node_verdicts_.Put(v);
+  } else if (absl::Status put = store_.PutVerdict(v); !put.ok()) {
+    if (!absl::IsUnavailable(put)) return put;
+    spdlog::warn("verdict of {} kept here until the store returns: {}", key.ToString(),
+                 put.ToString());
+    absl::MutexLock lock(&mu_);
+    pending_[key] = v;
+    changed_.SignalAll();
+  }
+  cache_.Put(key, v);
   {
     std::ostringstream os;
     os << v << "; measuring took " << v.cost;
