@@ -65,7 +65,7 @@ def operands(m, n, k, dtype, seed=1):
 def contract(client, candidate, dtype):
     for c in client.candidates():
         if c.name == candidate:
-            for member in c.members:
+            for member in c.contracts:
                 if member.dtype == NAME[dtype]:
                     return member
     pytest.fail("the daemon lists no %s member of candidate %s" % (NAME[dtype], candidate))
