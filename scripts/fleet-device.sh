@@ -7,8 +7,8 @@
 #   (there) .device-fleet/fleet.sh   the fleet run; logs under $OUT, results table last
 #
 # The run: one PostgreSQL (initdb into /tmp, 127.0.0.1, a free port) and two
-# arbiterd on it (--backend cuda; one per GPU where the machine has two, else
-# both on GPU 0 - a test arrangement only), then
+# arbiterd on it (--backend cuda --device N; one per GPU where the machine has
+# two, else both on GPU 0 - a test arrangement only), then
 #   1. a bucket tuned through daemon 0 is served by daemon 1 as measured, with no
 #      measurement on daemon 1;
 #   2. a force through daemon 1 is seen by daemon 0 (time to see it reported);
@@ -106,7 +106,7 @@ echo "gpus $gpus: daemon 0 on GPU $dev0, daemon 1 on GPU $dev1" | tee -a "$out/d
 declare -A addr pid
 start() {  # start N DEVICE TUNING
   local port; port=$(free_port)
-  CUDA_VISIBLE_DEVICES=$2 "$here/run" arbiterd --backend cuda --store "$uri" --tuning "$3" \
+  "$here/run" arbiterd --backend cuda --device "$2" --store "$uri" --tuning "$3" \
     --listen "127.0.0.1:$port" >"$out/daemon$1.log" 2>&1 &
   pid[$1]=$!; pids+=("$!"); addr[$1]=127.0.0.1:$port
   for _ in $(seq 1 300); do
