@@ -27,7 +27,12 @@ pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -1)
 [[ -n $pgbin ]] || { echo "fleet-device: PostgreSQL server not installed (apt-get install postgresql)" >&2; exit 1; }
 pgver=$(basename "$(dirname "$pgbin")")
 
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DARBITER_CUDA=ON >/dev/null
+launchers=()
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$root")}
+  launchers=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DARBITER_CUDA=ON "${launchers[@]}" >/dev/null
 cmake --build "$build" -j"$jobs" --target arbiterd arbiterctl
 
 rm -rf "$out"
