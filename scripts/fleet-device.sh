@@ -40,7 +40,9 @@ rm -rf "$out"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 "$bundle" "$stage/b" "$build/bin/arbiterd" "$build/bin/arbiterctl" \
-  "$pgbin/postgres" "$pgbin/initdb" "$pgbin/pg_ctl"
+  "$pgbin/postgres" "$pgbin/initdb"
+# pg_ctl needs only the C library, which the bundle script fails on: copied as is.
+cp -L "$pgbin/pg_ctl" "$stage/b/bin/"
 # PostgreSQL finds its share and library folders relative to its binaries (the
 # install is relocatable), so they keep Debian's layout under pg/.
 pg=$stage/b/pg
