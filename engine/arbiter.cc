@@ -1,8 +1,10 @@
 #include "engine/arbiter.h"
 
 #include <chrono>
+#include <map>
 
 #include "absl/strings/str_cat.h"
+#include "engine/refinement.h"
 #include "engine/selection_policy.h"
 #include "spdlog/spdlog.h"
 
@@ -61,9 +63,11 @@ absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(const ArbiterOptions& o
   a->streams_ = std::make_unique<StreamPool>(std::move(streams), options.max_queue);
   ASSIGN_OR_RETURN(a->quarantine_, Quarantine::Create(*a->store_, a->fingerprint_));
   a->verdict_cache_ = std::make_unique<VerdictCache>(options.verdict_cache_entries);
+  a->hot_shapes_ =
+      std::make_unique<HotShapes>(options.refine.hot_after, options.refine.hot_capacity);
   a->dispatcher_ = std::make_unique<Dispatcher>(*a->backend_, *a->streams_, *a->quarantine_,
                                                 *a->verdict_cache_, options.verify_fraction);
-  a->tuner_ = std::make_unique<Tuner>(TunerOptions{options.measure, options.noise}, *a->backend_,
+  a->tuner_ = std::make_unique<Tuner>(TunerOptions{options.measure, options.noise, options.refine}, *a->backend_,
                                       *a->registry_, *a->store_, *a->streams_, *a->quarantine_,
                                       *a->verdict_cache_);
   for (const RegisteredCandidate& c : a->registry_->candidates()) {
@@ -103,11 +107,9 @@ absl::StatusOr<Selection> Arbiter::Select(const Problem& p, const SelectOptions&
 absl::StatusOr<std::optional<Verdict>> Arbiter::StoredVerdict(const Problem& p) {
   const BucketKey key = BucketKeyOf(p);
   if (std::optional<Verdict> cached = verdict_cache_->Get(key)) return cached;
-  absl::StatusOr<Verdict> v = store_->GetVerdict(fingerprint_, key.dtype, key.bucket);
-  if (absl::IsNotFound(v.status())) return std::nullopt;
-  if (!v.ok()) return v.status();
-  verdict_cache_->Put(key, *v);
-  return std::optional<Verdict>(*std::move(v));
+  ASSIGN_OR_RETURN(std::optional<Verdict> v, LoadBucketVerdicts(*store_, fingerprint_, key));
+  if (v) verdict_cache_->Put(key, *v);
+  return v;
 }
 
 absl::StatusOr<Selection> Arbiter::SelectValid(const Problem& p, const SelectOptions& options) {
@@ -137,9 +139,22 @@ absl::StatusOr<Selection> Arbiter::SelectValid(const Problem& p, const SelectOpt
   const std::string raced = RacedSet(eligible);
   ASSIGN_OR_RETURN(std::optional<Verdict> stored, StoredVerdict(p));
   if (stored && stored->candidates == raced) {
+    // The most specific of the bucket's verdicts: a refinement of `p`, a split half, the bucket's.
+    const Verdict* served = MostSpecific(*stored, p);
     absl::StatusOr<Selection> s =
-        SelectFromVerdict(*stored, p, eligible, options.required, options_.noise);
+        SelectFromVerdict(*served, p, eligible, options.required, options_.noise);
+    if (served != &*stored && (!s.ok() || s->source != VerdictSource::kMeasured)) {
+      // Nothing it raced meets the request: the bucket's own figures decide.
+      served = &*stored;
+      s = SelectFromVerdict(*stored, p, eligible, options.required, options_.noise);
+    }
     if (s.ok() && observer_) observer_->OnSelection(p, *s, true);
+    // Served from figures taken at another shape: often enough, `p` gets its own.
+    if (s.ok() && served->scope.kind != VerdictScope::Kind::kShape && !(served->measured == p) &&
+        EffectivePolicy(options_.tuning, options.tuning) != TuningPolicy::kOff &&
+        hot_shapes_->Count(p)) {
+      tuner_->EnqueueRefinement(p);
+    }
     return s;
   }
   const std::string miss = stored ? absl::StrCat("stored verdict raced {", stored->candidates,
@@ -180,7 +195,7 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
 
 absl::StatusOr<Verdict> Arbiter::Tune(const Problem& p) {
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
-  return tuner_->MeasureOnce(p);
+  return tuner_->Refine(p);
 }
 
 std::vector<CandidateStatus> Arbiter::ListCandidates() const {
@@ -203,7 +218,17 @@ std::vector<CandidateStatus> Arbiter::ListCandidates() const {
 }
 
 absl::StatusOr<std::vector<Verdict>> Arbiter::ListVerdicts(const VerdictFilter& filter) const {
-  return store_->ListVerdicts(fingerprint_, filter);
+  ASSIGN_OR_RETURN(std::vector<Verdict> verdicts, store_->ListVerdicts(fingerprint_, filter));
+  // Transfer: at each shape measured inside a bucket, the bucket's winner against the best there.
+  std::map<BucketKey, std::string> winners;
+  for (const Verdict& v : verdicts) {
+    if (v.scope.whole()) winners[BucketKey{v.dtype, v.bucket}] = v.winner;
+  }
+  for (Verdict& v : verdicts) {
+    auto it = winners.find(BucketKey{v.dtype, v.bucket});
+    if (it != winners.end() && !it->second.empty()) v.transfer = TransferOf(v, it->second);
+  }
+  return verdicts;
 }
 
 absl::StatusOr<int64_t> Arbiter::CountVerdicts() const {

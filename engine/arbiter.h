@@ -5,7 +5,10 @@
 // (source provisional) and measures in the background, `off` answers with the
 // tier default. A request may ask for less tuning than the daemon's policy
 // (sync > async > off), never more. One measurement per bucket at a time,
-// however many requests arrive for it.
+// however many requests arrive for it. Of a bucket's stored verdicts the most
+// specific serves: a refinement of the exact shape, else the split half holding
+// it, else the bucket's own; a shape served from another shape's figures
+// `refine.hot_after` times is refined in the background (never under `off`).
 //
 // The Arbiter is the engine's front door and composes its rooms: the serving
 // policy (selection_policy.h), the Tuner (measurement, background tuning), the
@@ -28,9 +31,11 @@
 
 #include "engine/backend.h"
 #include "engine/dispatcher.h"
+#include "engine/hot_shapes.h"
 #include "engine/measurer.h"
 #include "engine/observer.h"
 #include "engine/quarantine.h"
+#include "engine/refinement.h"
 #include "engine/registry.h"
 #include "engine/selection.h"
 #include "engine/stream_pool.h"
@@ -50,6 +55,7 @@ struct ArbiterOptions {
   int workers = 1;                 // device streams for dispatch and tuning
   MeasureOptions measure;          // how a bucket is measured
   NoisePolicy noise;               // when a challenger displaces the incumbent
+  RefineOptions refine;            // exact-shape refinement and splits (refinement.h)
   ProblemLimits limits;            // checked before any allocation
   size_t max_queue = 64;           // dispatches waiting for a stream; more get RESOURCE_EXHAUSTED
   size_t verdict_cache_entries = 4096;  // verdicts kept in memory in front of the store
@@ -97,7 +103,9 @@ class Arbiter {
                                           const void* a, size_t a_bytes, const void* b,
                                           size_t b_bytes);
 
-  // Measures the bucket of `p` now (re-measuring over a stored verdict), at `p`'s shape.
+  // Measures now: `p`'s own verdict when its bucket has a fresh verdict measured at
+  // another shape (a refinement, Tuner::Refine), else the bucket at `p`'s shape
+  // (re-measuring over a stored verdict).
   absl::StatusOr<Verdict> Tune(const Problem& p);
 
   std::vector<CandidateStatus> ListCandidates() const;
@@ -147,6 +155,7 @@ class Arbiter {
   std::unique_ptr<StreamPool> streams_;
   std::unique_ptr<arbiter::Quarantine> quarantine_;
   std::unique_ptr<VerdictCache> verdict_cache_;
+  std::unique_ptr<HotShapes> hot_shapes_;  // shapes served from another shape's figures
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<Tuner> tuner_;
 };
