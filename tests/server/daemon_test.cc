@@ -154,5 +154,13 @@ TEST(DaemonLimitsTest, NegativeNoiseFloorIsRefusedAtStart) {
   EXPECT_NE(daemon.status().message().find("noise-floor"), std::string::npos) << daemon.status();
 }
 
+TEST(DaemonLimitsTest, NegativeRefineThresholdIsRefusedAtStart) {
+  DaemonOptions options = InProcessOptions();
+  options.arbiter.refine.hot_after = -1;
+  auto daemon = Daemon::Create(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(daemon.status().message().find("refine-after"), std::string::npos) << daemon.status();
+}
+
 }  // namespace
 }  // namespace arbiter::server
