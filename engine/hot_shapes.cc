@@ -2,8 +2,8 @@
 
 namespace arbiter {
 
-bool HotShapes::Count(const Problem& p) {
-  if (threshold_ <= 0) return false;
+int64_t HotShapes::Count(const Problem& p) {
+  if (threshold_ <= 0) return 0;
   const Key key{p.dtype, p.m, p.n, p.k};
   absl::MutexLock lock(&mu_);
   auto it = counts_.find(key);
@@ -11,7 +11,7 @@ bool HotShapes::Count(const Problem& p) {
     if (counts_.size() >= capacity_) counts_.clear();
     it = counts_.emplace(key, 0).first;
   }
-  return ++it->second == threshold_;
+  return ++it->second;
 }
 
 void HotShapes::Forget(const Problem& p) {

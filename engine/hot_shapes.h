@@ -20,13 +20,14 @@ namespace arbiter {
 
 class HotShapes {
  public:
-  // `threshold` 0 counts nothing: Count never says hot.
+  // `threshold` 0 counts nothing: Count returns 0.
   HotShapes(int64_t threshold, size_t capacity) : threshold_(threshold), capacity_(capacity) {}
   HotShapes(const HotShapes&) = delete;
   HotShapes& operator=(const HotShapes&) = delete;
 
-  // Counts one use of `p`; true exactly once per shape: when its count reaches the threshold.
-  bool Count(const Problem& p);
+  // Counts one use of `p` and returns its uses counted so far, this one included
+  // (0 when counting is off): `p` is hot when that reaches the threshold.
+  int64_t Count(const Problem& p);
   // Forgets `p`, so that it can become hot again (its refinement was invalidated or failed).
   void Forget(const Problem& p);
 

@@ -267,9 +267,52 @@ TEST_F(ArbiterTest, AShapeServedOftenFromAnotherShapesFiguresIsRefinedInTheBackg
   }
   arbiter->WaitIdle();
   EXPECT_TRUE(Listed(*arbiter).count("40x64x64"));
-  auto s = arbiter->Select(kNarrowShape, {});
+  auto s = arbiter->SelectShared(kNarrowShape, {});
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->verdict->measured, kNarrowShape);
+  EXPECT_EQ((*s)->verdict->measured, kNarrowShape);
+  // Refined, the answer is remembered like any other.
+  auto again = arbiter->SelectShared(kNarrowShape, {});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->get(), s->get());
+}
+
+TEST_F(ArbiterTest, ARememberedAnswerGivesWayToTheRefinementAndTheSplitHalfThatNowServeItsShape) {
+  options_.refine.hot_after = 0;  // only tune refines: answers are remembered from the first
+  auto arbiter = Start(Shaped());
+  ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+  const Problem other{DType::kF32, 48, 40, 56};  // M <= 48 too, but not the shape tune names
+  ASSERT_EQ(BucketOf(other), BucketOf(kBucketShape));
+  std::map<std::string, std::shared_ptr<const Selection>> before;
+  for (const Problem& q : {kNarrowShape, other, kBucketShape}) {
+    auto first = arbiter->SelectShared(q, {});
+    auto second = arbiter->SelectShared(q, {});
+    ASSERT_TRUE(first.ok() && second.ok()) << q.ToString();
+    ASSERT_EQ(first->get(), second->get()) << q.ToString() << ": remembered";
+    ASSERT_EQ((*second)->verdict->measured, kBucketShape) << q.ToString();
+    before[q.ToString()] = *second;
+  }
+  ASSERT_EQ(before.at(kNarrowShape.ToString())->candidate, "wide");
+
+  ASSERT_TRUE(arbiter->Tune(kNarrowShape).ok());  // refines 40x64x64; the bucket splits on M
+  const std::map<std::string, Verdict> listed = Listed(*arbiter);
+  ASSERT_TRUE(listed.count("40x64x64") && listed.count("m(32,48]") && listed.count("m(48,64]"));
+  // Each shape is now served by its most specific verdict, not the answer remembered before.
+  const std::vector<std::pair<Problem, VerdictScope>> want = {
+      {kNarrowShape, VerdictScope::Shape(kNarrowShape)},
+      {other, VerdictScope::Half('m', 32, 48)},
+      {kBucketShape, VerdictScope::Half('m', 48, 64)}};
+  for (const auto& [q, scope] : want) {
+    for (int i = 0; i < 2; ++i) {  // decided, then remembered
+      auto s = arbiter->SelectShared(q, {});
+      ASSERT_TRUE(s.ok()) << s.status();
+      ASSERT_TRUE((*s)->verdict.has_value()) << q.ToString();
+      EXPECT_EQ((*s)->verdict->scope, scope) << q.ToString() << ": " << (*s)->reason;
+      EXPECT_EQ((*s)->candidate, listed.at(scope.ToString()).winner) << q.ToString();
+      EXPECT_NE(s->get(), before.at(q.ToString()).get()) << q.ToString();
+    }
+  }
+  EXPECT_EQ(arbiter->SelectShared(kNarrowShape, {})->get()->candidate, "narrow");
+  EXPECT_EQ(arbiter->SelectShared(other, {})->get()->candidate, "narrow");
 }
 
 TEST_F(ArbiterTest, RefinementNeverServesACandidateOutsideItsCoverageOrBelowTheRequiredDeterminism) {
@@ -562,6 +605,45 @@ TEST_F(ArbiterTest, SampledVerificationQuarantinesACandidateThatGoesWrongLive) {
   auto after = arbiter->Select(p_, {});
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->candidate, "vendor");
+}
+
+TEST_F(ArbiterTest, ASelectOnAStoredVerdictIsRememberedNotDecidedAgain) {
+  auto arbiter = Start(Standard());
+  auto first = arbiter->SelectShared(p_, {});
+  ASSERT_TRUE(first.ok()) << first.status();  // measured here; remembered from the next one
+  auto second = arbiter->SelectShared(p_, {});
+  auto third = arbiter->SelectShared(p_, {});
+  ASSERT_TRUE(second.ok() && third.ok());
+  EXPECT_EQ(second->get(), third->get()) << "the same remembered answer, not a new decision";
+  EXPECT_EQ((*third)->candidate, "fast");
+  EXPECT_EQ((*third)->source, VerdictSource::kMeasured);
+  // A stricter determinism is another question with its own answer.
+  auto strict = arbiter->SelectShared(p_, {.required = Determinism::kBatchInvariant});
+  EXPECT_TRUE(!strict.ok() || strict->get() != third->get());
+}
+
+TEST_F(ArbiterTest, EveryChangeASelectionDependsOnIsSeenByTheNextSelect) {
+  auto arbiter = Start(Standard());
+  ASSERT_EQ(arbiter->Select(p_, {})->candidate, "fast");
+  ASSERT_EQ(arbiter->Select(p_, {})->candidate, "fast");  // remembered
+
+  ASSERT_TRUE(arbiter->Force(p_, "vendor", "pin").ok());
+  EXPECT_EQ(arbiter->Select(p_, {})->candidate, "vendor");
+  EXPECT_EQ(arbiter->Select(p_, {})->source, VerdictSource::kForced);
+  ASSERT_TRUE(arbiter->Unforce(p_).ok());
+  EXPECT_EQ(arbiter->Select(p_, {})->candidate, "fast");
+
+  ASSERT_TRUE(arbiter->Quarantine("fast", QuarantineScope::Everywhere(), "test").ok());
+  EXPECT_EQ(arbiter->Select(p_, {})->candidate, "vendor");
+  ASSERT_TRUE(arbiter->ClearQuarantine("fast").ok());
+  EXPECT_EQ(arbiter->Select(p_, {})->candidate, "fast");
+
+  const int64_t measured = arbiter->measurements();
+  InvalidateScope all;
+  all.all = true;
+  ASSERT_TRUE(arbiter->Invalidate(all).ok());
+  EXPECT_EQ(arbiter->Select(p_, {})->candidate, "fast");
+  EXPECT_EQ(arbiter->measurements(), measured + 1) << "invalidated: measured again, not remembered";
 }
 
 TEST(TuningPolicyTest, ARequestMayLowerTheDaemonsPolicyButNeverRaiseIt) {
