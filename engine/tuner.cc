@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "engine/refinement.h"
 #include "engine/selection_policy.h"
 #include "spdlog/spdlog.h"
@@ -30,11 +31,13 @@ int64_t NowUnix() {
 }  // namespace
 
 Tuner::Tuner(const TunerOptions& options, Backend& backend, const Registry& registry,
-             VerdictStore& store, StreamPool& streams, Quarantine& quarantine, VerdictCache& cache)
+             VerdictStore& store, NodeVerdicts& node_verdicts, StreamPool& streams,
+             Quarantine& quarantine, VerdictCache& cache)
     : options_(options),
       backend_(backend),
       registry_(registry),
       store_(store),
+      node_verdicts_(node_verdicts),
       streams_(streams),
       quarantine_(quarantine),
       cache_(cache),
@@ -74,22 +77,28 @@ absl::StatusOr<Verdict> Tuner::SingleFlight(const FlightKey& key, Work work) {
   return result;
 }
 
-absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p) {
-  return SingleFlight(FlightKey{BucketKeyOf(p), ""}, [&] { return MeasureBucket(p); });
+absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p, const MeasureCall& call) {
+  return SingleFlight(FlightKey{BucketKeyOf(p), ""}, [&] { return MeasureBucket(p, call); });
 }
 
-absl::StatusOr<Verdict> Tuner::Refine(const Problem& p) {
+absl::StatusOr<Verdict> Tuner::Refine(const Problem& p, const MeasureCall& call) {
   const BucketKey key = BucketKeyOf(p);
-  ASSIGN_OR_RETURN(std::optional<Verdict> bucket, LoadBucket(key));
+  if (!node_verdicts_.empty()) {
+    // A bucket set aside for this node is measured and kept here alone, whole.
+    absl::StatusOr<Verdict> stored = store_.GetVerdict(fingerprint_, key.dtype, key.bucket);
+    if (node_verdicts_.SetAside(key, stored.ok() ? &*stored : nullptr)) return MeasureOnce(p, call);
+  }
+  absl::StatusOr<std::optional<Verdict>> bucket = LoadBucket(key);
   const std::vector<const RegisteredCandidate*> eligible =
       Eligible(registry_, quarantine_, p, nullptr);
-  // Nothing fresh to refine, or `p` is where the bucket was measured: measure the bucket.
-  if (!bucket || bucket->candidates != RacedSet(eligible) || bucket->measured == p ||
-      bucket->winner.empty()) {
-    return MeasureOnce(p);
+  // Nothing fresh to refine (or the store cannot say), or `p` is where the bucket
+  // was measured: measure the bucket.
+  if (!bucket.ok() || !*bucket || (*bucket)->candidates != RacedSet(eligible) ||
+      (*bucket)->measured == p || (*bucket)->winner.empty()) {
+    return MeasureOnce(p, call);
   }
   return SingleFlight(FlightKey{key, VerdictScope::Shape(p).ToString()},
-                      [&] { return RefineShape(p, *bucket, eligible); });
+                      [&] { return RefineShape(p, **bucket, eligible); });
 }
 
 void Tuner::Enqueue(const Problem& p) {
@@ -119,39 +128,162 @@ void Tuner::WaitIdle() {
   }
 }
 
-bool Tuner::HasFreshVerdict(const Problem& p) {
-  absl::StatusOr<Verdict> v = store_.GetVerdict(fingerprint_, p.dtype, BucketOf(p));
-  return v.ok() && v->candidates == RacedSet(Eligible(registry_, quarantine_, p, nullptr));
+std::optional<Verdict> Tuner::Pending(const BucketKey& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t Tuner::pending_writes() {
+  absl::MutexLock lock(&mu_);
+  return pending_.size();
+}
+
+void Tuner::WriteBack() {
+  std::map<BucketKey, Verdict> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    if (pending_.empty()) return;
+    pending = pending_;
+  }
+  for (const auto& [key, v] : pending) {
+    // Another daemon's verdict for the bucket, stored meanwhile, stands.
+    absl::StatusOr<Verdict> stored = store_.GetVerdict(fingerprint_, key.dtype, key.bucket);
+    absl::Status written = stored.ok() ? absl::OkStatus() : stored.status();
+    if (absl::IsNotFound(written)) written = store_.PutVerdict(v);
+    if (absl::IsUnavailable(written)) return;  // still down: try again later
+    if (!written.ok()) {
+      spdlog::warn("verdict of {} measured while the store was down is dropped: {}",
+                   key.ToString(), written.ToString());
+    } else if (stored.ok()) {
+      spdlog::info("verdict of {} measured while the store was down: the store's stands",
+                   key.ToString());
+    } else {
+      spdlog::info("verdict of {} measured while the store was down written back",
+                   key.ToString());
+    }
+    absl::MutexLock lock(&mu_);
+    if (auto it = pending_.find(key); it != pending_.end() && it->second.created_unix == v.created_unix) {
+      pending_.erase(it);
+    }
+  }
+}
+
+std::optional<Verdict> Tuner::Current(const BucketKey& key) {
+  if (std::optional<Verdict> mine = Pending(key)) return mine;
+  absl::StatusOr<Verdict> stored = store_.GetVerdict(fingerprint_, key.dtype, key.bucket);
+  if (!node_verdicts_.empty() && node_verdicts_.SetAside(key, stored.ok() ? &*stored : nullptr)) {
+    return node_verdicts_.Get(key);
+  }
+  if (!stored.ok()) return std::nullopt;
+  return *std::move(stored);
+}
+
+std::optional<Verdict> Tuner::FreshVerdict(const Problem& p) {
+  std::optional<Verdict> v = Current(BucketKeyOf(p));
+  if (!v || v->candidates != RacedSet(Eligible(registry_, quarantine_, p, nullptr))) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+bool Tuner::HasFreshVerdict(const Problem& p) { return FreshVerdict(p).has_value(); }
+
+void Tuner::OnVerdictsChanged() {
+  absl::MutexLock lock(&mu_);
+  changed_.SignalAll();
+}
+
+absl::StatusOr<std::unique_ptr<StoreLease>> Tuner::TakeLease(const Problem& p,
+                                                             const MeasureCall& call,
+                                                             std::optional<Verdict>* theirs) {
+  const BucketKey key = BucketKeyOf(p);
+  bool told = false;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<StoreLease>> lease =
+        store_.TryLease(fingerprint_, key.dtype, key.bucket);
+    if (!lease.ok()) {
+      spdlog::warn("measuring {} without the fleet's lease: {}", key.ToString(),
+                   lease.status().ToString());
+      return nullptr;
+    }
+    if (*lease != nullptr) return lease;
+    // Another daemon measures this bucket: its verdict is what this one would store.
+    if (!call.wait) {
+      return absl::AbortedError(
+          absl::StrCat(key.ToString(), " is being measured by another daemon"));
+    }
+    if (!told) {
+      spdlog::info("{} is being measured by another daemon; waiting for its verdict",
+                   key.ToString());
+      if (observer_) observer_->OnLeaseWait(p);
+      told = true;
+    }
+    if (std::optional<Verdict> v = FreshVerdict(p)) {
+      *theirs = std::move(v);
+      return nullptr;
+    }
+    RETURN_IF_ERROR(CheckDeadline(call.deadline, "waiting for another daemon's measurement"));
+    absl::Duration wait = absl::FromChrono(options_.lease_poll);
+    if (call.deadline) {
+      wait = std::min(wait, absl::FromChrono(*call.deadline - std::chrono::system_clock::now()));
+    }
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::CancelledError("the engine is stopping");
+    changed_.WaitWithTimeout(&mu_, std::max(wait, absl::ZeroDuration()));
+  }
 }
 
 void Tuner::BackgroundLoop() {
   while (true) {
     Problem p;
+    bool queued = false;
     bool refine = false;
     {
       absl::MutexLock lock(&mu_);
-      while (!stopping_ && queue_.empty() && refine_queue_.empty()) changed_.Wait(&mu_);
+      // Verdicts waiting for the store are retried each second, or at once on a
+      // notification (the store is back).
+      while (!stopping_ && queue_.empty() && refine_queue_.empty()) {
+        if (pending_.empty()) {
+          changed_.Wait(&mu_);
+        } else {
+          changed_.WaitWithTimeout(&mu_, absl::Seconds(1));
+          break;
+        }
+      }
       if (stopping_) return;
       // Buckets first: a bucket with no verdict serves worse than a shape without its own.
       if (!queue_.empty()) {
         p = queue_.front();
         queue_.pop_front();
-      } else {
+        busy_ = true;
+        queued = true;
+      } else if (!refine_queue_.empty()) {
         p = refine_queue_.front();
         refine_queue_.pop_front();
+        busy_ = true;
+        queued = true;
         refine = true;
       }
-      busy_ = true;
     }
+    WriteBack();
+    if (!queued) continue;
     if (refine) {
-      absl::StatusOr<Verdict> v = Refine(p);
-      if (!v.ok()) {
+      MeasureCall call;
+      call.wait = false;
+      absl::StatusOr<Verdict> v = Refine(p, call);
+      if (!v.ok() && !absl::IsAborted(v.status())) {
         spdlog::warn("background refinement of {} failed: {}", p.ToString(), v.status().ToString());
       }
     } else if (!HasFreshVerdict(p)) {
       // A synchronous request may have measured the bucket while this one waited in the queue.
-      absl::StatusOr<Verdict> v = MeasureOnce(p);
-      if (!v.ok()) {
+      MeasureCall call;
+      call.wait = false;
+      absl::StatusOr<Verdict> v = MeasureOnce(p, call);
+      if (absl::IsAborted(v.status())) {
+        spdlog::debug("background tuning of {} left to another daemon", p.ToString());
+      } else if (!v.ok()) {
         spdlog::warn("background tuning of {} failed: {}", p.ToString(), v.status().ToString());
       }
     }
@@ -169,6 +301,17 @@ absl::Status Tuner::Recache(const BucketKey& key) {
   ASSIGN_OR_RETURN(std::optional<Verdict> v, LoadBucket(key));
   if (v) cache_.Put(key, *v);
   return absl::OkStatus();
+}
+
+void Tuner::CacheBucket(const BucketKey& key, const Verdict& v) {
+  absl::StatusOr<std::optional<Verdict>> loaded = LoadBucket(key);
+  if (loaded.ok() && *loaded && (*loaded)->created_unix == v.created_unix &&
+      (*loaded)->measured == v.measured && (*loaded)->winner == v.winner &&
+      (*loaded)->candidates == v.candidates) {
+    cache_.Put(key, **loaded);
+    return;
+  }
+  cache_.Put(key, v);
 }
 
 absl::StatusOr<Verdict> Tuner::RaceAt(const Problem& p,
@@ -255,7 +398,7 @@ void Tuner::Log(const Verdict& v) {
   }
 }
 
-absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p) {
+absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p, const MeasureCall& call) {
   std::string why_none;
   const std::vector<const RegisteredCandidate*> eligible =
       Eligible(registry_, quarantine_, p, &why_none);
@@ -264,16 +407,48 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p) {
         absl::StrCat("no candidate can run ", p.ToString(), ": ", why_none));
   }
   const Bucket bucket = BucketOf(p);
+  const BucketKey key{p.dtype, bucket};
+  absl::StatusOr<Verdict> prev = store_.GetVerdict(fingerprint_, p.dtype, bucket);
+  const bool set_aside =
+      !node_verdicts_.empty() && node_verdicts_.SetAside(key, prev.ok() ? &*prev : nullptr);
+  // One measurer per bucket in the fleet (a bucket set aside is this daemon's alone).
+  std::unique_ptr<StoreLease> lease;
+  if (store_.shared() && !set_aside) {
+    std::optional<Verdict> theirs;
+    ASSIGN_OR_RETURN(lease, TakeLease(p, call, &theirs));
+    if (!theirs && lease != nullptr && !call.remeasure) theirs = FreshVerdict(p);
+    if (theirs) {
+      spdlog::info("{} measured by another daemon: {}@v{}", key.ToString(), theirs->winner,
+                   theirs->winner_version);
+      CacheBucket(key, *theirs);
+      return *std::move(theirs);
+    }
+    prev = store_.GetVerdict(fingerprint_, p.dtype, bucket);  // the holder may have replaced it
+  }
   // The incumbent is the previous winner for this bucket, stale or not.
   std::optional<std::string> incumbent;
-  if (absl::StatusOr<Verdict> prev = store_.GetVerdict(fingerprint_, p.dtype, bucket); prev.ok()) {
-    if (!prev->winner.empty()) incumbent = prev->winner;
-  }
+  if (set_aside) prev = absl::NotFoundError("set aside");
+  if (std::optional<Verdict> own = set_aside ? node_verdicts_.Get(key) : std::nullopt) prev = *own;
+  if (prev.ok() && !prev->winner.empty()) incumbent = prev->winner;
   spdlog::info("measuring {} (bucket {}) over {} candidates", p.ToString(), bucket.ToString(),
                eligible.size());
   ASSIGN_OR_RETURN(Verdict v, RaceAt(p, eligible, eligible, incumbent, nullptr));
-  RETURN_IF_ERROR(store_.PutVerdict(v));
-  RETURN_IF_ERROR(Recache(BucketKeyOf(p)));
+  if (set_aside) {
+    node_verdicts_.Put(v);
+    cache_.Put(key, v);
+  } else if (absl::Status put = store_.PutVerdict(v); !put.ok()) {
+    if (!absl::IsUnavailable(put)) return put;
+    spdlog::warn("verdict of {} kept here until the store returns: {}", key.ToString(),
+                 put.ToString());
+    {
+      absl::MutexLock lock(&mu_);
+      pending_[key] = v;
+      changed_.SignalAll();
+    }
+    cache_.Put(key, v);
+  } else {
+    CacheBucket(key, v);
+  }
   Log(v);
   if (v.winner.empty()) {
     return absl::FailedPreconditionError(

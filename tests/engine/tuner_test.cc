@@ -21,12 +21,13 @@ class TunerTest : public ::testing::Test {
     options.measure.max_samples = 9;
     options.measure.warmup_runs = 1;
     tuner_ = std::make_unique<Tuner>(options, engine_.backend, *engine_.registry, *engine_.store,
-                                     *engine_.streams, *engine_.quarantine, cache_);
+                                     node_verdicts_, *engine_.streams, *engine_.quarantine, cache_);
   }
   void TearDown() override { tuner_.reset(); }
 
   FakeEngine engine_;
   VerdictCache cache_{16};
+  NodeVerdicts node_verdicts_;
   std::unique_ptr<Tuner> tuner_;
   const Problem p_{DType::kF32, 24, 40, 64};
 };
