@@ -137,7 +137,9 @@ void Arbiter::OnStoreChange(const StoreChange& change) {
       quarantine_->MarkStale();
       break;
     case StoreChange::What::kEverything:
-      verdict_cache_->Clear();
+      // Re-read before serving, but kept for while the store cannot be read: this
+      // arrives when notifications were lost, often before the store answers again.
+      verdict_cache_->MarkUnconfirmed();
       tuner_->OnVerdictsChanged();
       forces_->MarkStale();
       quarantine_->MarkStale();
@@ -181,26 +183,42 @@ absl::StatusOr<std::shared_ptr<const Selection>> Arbiter::SelectValid(
   return shared;
 }
 
-std::optional<Verdict> Arbiter::StoredVerdict(const Problem& p) {
+std::optional<Verdict> Arbiter::StoredVerdict(const Problem& p, bool* held) {
+  *held = false;
   const BucketKey key = BucketKeyOf(p);
   if (std::optional<Verdict> cached = verdict_cache_->Get(key)) return cached;
   // The bucket's verdict with its refinements and split halves.
   absl::StatusOr<Verdict> v = absl::NotFoundError("no verdict");
   if (absl::StatusOr<std::optional<Verdict>> loaded = LoadBucketVerdicts(*store_, fingerprint_, key);
       !loaded.ok()) {
-    spdlog::debug("verdict of {} unreadable, a miss: {}", key.ToString(), loaded.status().ToString());
     v = loaded.status();
   } else if (*loaded) {
     v = **std::move(loaded);
   }
-  if (!node_verdicts_->empty() && node_verdicts_->SetAside(key, v.ok() ? &*v : nullptr)) {
+  const bool unreadable = !v.ok() && !absl::IsNotFound(v.status());
+  if (unreadable) {
+    spdlog::debug("verdict of {} unreadable: {}", key.ToString(), v.status().ToString());
+  }
+  const bool set_aside =
+      !node_verdicts_->empty() && node_verdicts_->SetAside(key, v.ok() ? &*v : nullptr);
+  if (set_aside) {
     v = absl::NotFoundError("set aside");
     if (std::optional<Verdict> own = node_verdicts_->Get(key)) v = *std::move(own);
   }
   if (!v.ok()) {
     if (std::optional<Verdict> pending = tuner_->Pending(key)) v = *std::move(pending);
   }
-  if (!v.ok()) return std::nullopt;
+  if (!v.ok()) {
+    // The store cannot say: serve what this daemon held (unconfirmed since notifications
+    // were lost); when the store answers that there is none, forget it.
+    if (unreadable && !set_aside) {
+      std::optional<Verdict> kept = verdict_cache_->Held(key);
+      *held = kept.has_value();
+      return kept;
+    }
+    verdict_cache_->Drop(key);
+    return std::nullopt;
+  }
   verdict_cache_->Put(key, *v);
   return *std::move(v);
 }
@@ -231,7 +249,8 @@ absl::StatusOr<Selection> Arbiter::Decide(const Problem& p, const SelectOptions&
 
   // 2. A stored verdict that raced exactly the candidates (and versions) eligible now.
   const std::string raced = RacedSet(eligible);
-  const std::optional<Verdict> stored = StoredVerdict(p);
+  bool held = false;
+  const std::optional<Verdict> stored = StoredVerdict(p, &held);
   if (stored && stored->candidates == raced) {
     // The most specific of the bucket's verdicts: a refinement of `p`, a split half, the bucket's.
     const Verdict* served = MostSpecific(*stored, p);
@@ -252,7 +271,7 @@ absl::StatusOr<Selection> Arbiter::Decide(const Problem& p, const SelectOptions&
       if (uses > 0 && uses == options_.refine.hot_after) tuner_->EnqueueRefinement(p);
       counting = uses > 0 && uses < options_.refine.hot_after;
     }
-    *rememberable = s.ok() && !counting;
+    *rememberable = s.ok() && !counting && !held;
     return s;
   }
   const std::string miss = stored ? absl::StrCat("stored verdict raced {", stored->candidates,

@@ -12,6 +12,8 @@
 #include <grpcpp/server_builder.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backends/cpu/cpu_backend.h"
@@ -58,13 +60,22 @@ absl::StatusOr<BackendAndRegistry> CreateCpu(const std::vector<CandidateSpec>& e
   return BackendAndRegistry{std::move(cpu), std::move(registry)};
 }
 
+// Whether `device` (--device) names a GPU by UUID rather than by ordinal.
+bool IsGpuUuid(const std::string& device) { return absl::StartsWith(device, "GPU-"); }
+
 #ifdef ARBITER_WITH_CUDA
-absl::StatusOr<BackendAndRegistry> CreateCuda(const std::vector<CandidateSpec>& extra) {
+absl::StatusOr<BackendAndRegistry> CreateCuda(const std::vector<CandidateSpec>& extra,
+                                              const std::string& device) {
   if (cuda::CudaBackend::VisibleDevices() <= 0) {
     return absl::FailedPreconditionError("backend cuda: no CUDA device is visible");
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> gpu,
-                   cuda::CudaBackend::Create(cuda::CudaBackendOptions{}));
+  cuda::CudaBackendOptions options;
+  if (IsGpuUuid(device)) {
+    ASSIGN_OR_RETURN(options.device, cuda::CudaBackend::FindDevice(device));
+  } else if (!device.empty() && !absl::SimpleAtoi(device, &options.device)) {
+    return absl::InvalidArgumentError(absl::StrCat("device: \"", device, "\" is no ordinal"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> gpu, cuda::CudaBackend::Create(options));
   ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
                    Registry::Create(With(cuda::CudaCandidates(*gpu), extra), *gpu));
   return BackendAndRegistry{std::move(gpu), std::move(registry)};
@@ -72,19 +83,22 @@ absl::StatusOr<BackendAndRegistry> CreateCuda(const std::vector<CandidateSpec>& 
 #endif
 
 absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind,
-                                                const std::vector<CandidateSpec>& extra) {
+                                                const std::vector<CandidateSpec>& extra,
+                                                const std::string& device) {
+  // A daemon told which GPU to own serves that GPU or does not start.
+  if (kind == BackendKind::kAuto && !device.empty()) kind = BackendKind::kCuda;
   switch (kind) {
     case BackendKind::kCpu:
       return CreateCpu(extra);
     case BackendKind::kCuda:
 #ifdef ARBITER_WITH_CUDA
-      return CreateCuda(extra);
+      return CreateCuda(extra, device);
 #else
       return absl::FailedPreconditionError("backend cuda: this arbiterd was built without CUDA");
 #endif
     case BackendKind::kAuto:
 #ifdef ARBITER_WITH_CUDA
-      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda(extra);
+      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda(extra, device);
 #endif
       return CreateCpu(extra);
   }
@@ -94,6 +108,19 @@ absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind,
 
 absl::Status ValidateOptions(const DaemonOptions& o) {
   RETURN_IF_ERROR(ParseListeners(o.listen).status());
+  if (!o.device.empty()) {
+    int ordinal = 0;
+    if (!IsGpuUuid(o.device) && !(absl::SimpleAtoi(o.device, &ordinal) && ordinal >= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device: expected a CUDA device ordinal (0, 1, ...) or a GPU UUID (GPU-...), got \"",
+          o.device, "\""));
+    }
+    if (o.backend == BackendKind::kCpu) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device: names a GPU (\"", o.device, "\"), but the backend is cpu; drop --device or use "
+          "--backend cuda"));
+    }
+  }
   const ArbiterOptions& a = o.arbiter;
   if (a.workers < 0) {
     return absl::InvalidArgumentError(
@@ -259,7 +286,7 @@ absl::Status Daemon::Start() {
                    MakeServerCredentials(options_.tls));
 
   ASSIGN_OR_RETURN(BackendAndRegistry device,
-                   CreateBackend(options_.backend, options_.extra_candidates));
+                   CreateBackend(options_.backend, options_.extra_candidates, options_.device));
   const DeviceInfo info = device.backend->info();
   spdlog::info("backend {}: {} ({}), {} candidates registered", info.backend, info.name,
                info.arch, device.registry->candidates().size());
