@@ -5,7 +5,11 @@
 // (source provisional) and measures in the background, `off` answers with the
 // tier default. A request may ask for less tuning than the daemon's policy
 // (sync > async > off), never more. One measurement per bucket at a time,
-// however many requests arrive for it.
+// however many requests arrive for it. Of a bucket's stored verdicts the most
+// specific serves: a refinement of the exact shape, else the split half holding
+// it, else the bucket's own; a shape served from another shape's figures
+// `refine.hot_after` times is refined in the background (never under `off`);
+// until then its answer is not remembered (SelectionCache), so each use counts.
 //
 // The Arbiter is the engine's front door and composes its rooms: the serving
 // policy (selection_policy.h), the Tuner (measurement, background tuning), the
@@ -39,11 +43,13 @@
 #include "engine/backend.h"
 #include "engine/dispatcher.h"
 #include "engine/forces.h"
+#include "engine/hot_shapes.h"
 #include "engine/measurer.h"
 #include "engine/node_verdicts.h"
 #include "engine/observer.h"
 #include "engine/quarantine.h"
 #include "engine/peer.h"
+#include "engine/refinement.h"
 #include "engine/region_table.h"
 #include "engine/registry.h"
 #include "engine/selection.h"
@@ -66,6 +72,7 @@ struct ArbiterOptions {
   int workers = 1;                 // device streams for dispatch and tuning
   MeasureOptions measure;          // how a bucket is measured
   NoisePolicy noise;               // when a challenger displaces the incumbent
+  RefineOptions refine;            // exact-shape refinement and splits (refinement.h)
   ProblemLimits limits;            // checked before any allocation; max_device_bytes 0: the device's memory
   size_t max_queue = 64;           // dispatches waiting for a stream; more get RESOURCE_EXHAUSTED
   size_t verdict_cache_entries = 4096;  // verdicts kept in memory in front of the store
@@ -158,7 +165,9 @@ class Arbiter {
   RegionTable& regions() { return *regions_; }
   TensorTable& tensors() { return *tensors_; }
 
-  // Measures the bucket of `p` now (re-measuring over a stored verdict), at `p`'s shape.
+  // Measures now: `p`'s own verdict when its bucket has a fresh verdict measured at
+  // another shape (a refinement, Tuner::Refine), else the bucket at `p`'s shape
+  // (re-measuring over a stored verdict).
   absl::StatusOr<Verdict> Tune(const Problem& p);
 
   std::vector<CandidateStatus> ListCandidates() const;
@@ -233,6 +242,7 @@ class Arbiter {
   std::unique_ptr<StreamPool> streams_;
   std::unique_ptr<arbiter::Quarantine> quarantine_;
   std::unique_ptr<VerdictCache> verdict_cache_;
+  std::unique_ptr<HotShapes> hot_shapes_;  // shapes served from another shape's figures
   std::unique_ptr<Forces> forces_;
   std::unique_ptr<NodeVerdicts> node_verdicts_;
   std::unique_ptr<SelectionCache> selections_;

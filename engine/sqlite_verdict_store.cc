@@ -96,7 +96,7 @@ constexpr char kVerdictColumns[] =
 constexpr char kVerdictScope[] =
     "WHERE fingerprint = ?1 AND op = ?2 "
     "AND (?3 IS NULL OR dtype = ?3) "
-    "AND (?4 IS NULL OR bucket = ?4) "
+    "AND (?4 IS NULL OR bucket = ?4 OR substr(bucket, 1, length(?4) + 1) = (?4 || '/')) "
     "AND (?5 IS NULL OR EXISTS (SELECT 1 FROM verdict_results r "
     "  WHERE r.fingerprint = verdicts.fingerprint AND r.op = verdicts.op "
     "  AND r.dtype = verdicts.dtype AND r.bucket = verdicts.bucket AND r.name = ?5)) ";
@@ -283,8 +283,11 @@ absl::StatusOr<Verdict> ReadVerdictRow(const Statement& row) {
   Verdict v;
   v.fingerprint = row.ReadText(0);
   ASSIGN_OR_RETURN(v.dtype, ParseColumn<DType>("verdicts.dtype", row.ReadText(1), ParseDType));
-  ASSIGN_OR_RETURN(v.bucket,
-                   ParseColumn<Bucket>("verdicts.bucket", row.ReadText(2), ParseBucket));
+  using Key = std::pair<Bucket, VerdictScope>;
+  ASSIGN_OR_RETURN(const Key key,
+                   ParseColumn<Key>("verdicts.bucket", row.ReadText(2), ParseStoreKey));
+  v.bucket = key.first;
+  v.scope = key.second;
   v.candidates = row.ReadText(3);
   v.winner = row.ReadText(4);
   v.winner_version = static_cast<int>(row.ReadInt(5));
@@ -311,7 +314,7 @@ absl::Status LoadResults(Statement& query, Verdict& v) {
   query.BindText(1, v.fingerprint)
       .BindText(2, kOp)
       .BindText(3, DTypeName(v.dtype))
-      .BindText(4, v.bucket.ToString());
+      .BindText(4, StoreKeyOf(v.bucket, v.scope));
   while (true) {
     ASSIGN_OR_RETURN(bool row, query.Step());
     if (!row) break;
@@ -482,7 +485,7 @@ absl::Status SqliteVerdictStore::PutVerdict(const Verdict& v) {
   }
   const std::string op = absl::StrCat("put verdict ", KeyText(v.fingerprint, v.dtype, v.bucket));
   const std::string dtype(DTypeName(v.dtype));
-  const std::string bucket = v.bucket.ToString();
+  const std::string bucket = StoreKeyOf(v.bucket, v.scope);
 
   std::lock_guard<std::mutex> lock(mu_);
   Transaction txn(db_);

@@ -17,6 +17,13 @@
 // serves what it measured, and writes it back when the store answers again
 // (unless another daemon stored a verdict for the bucket meanwhile).
 //
+// Refinement (refinement.h decides, the Tuner measures): a shape inside a
+// measured bucket races the bucket verdict's leaders at exactly that shape and
+// is stored as its own verdict; where it beats the bucket's winner beyond the
+// noise the bucket splits, the other half raced in full. Background refinements
+// wait in their own bounded queue, behind buckets with no verdict at all. A
+// bucket set aside for this node is not refined: tune measures it again.
+//
 // Ownership: borrows the backend, registry, store, stream pool, quarantine and
 // verdict cache (the Arbiter owns them and destroys the Tuner first); owns its
 // background thread. Never owns its observer.
@@ -27,10 +34,13 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <future>
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -41,6 +51,7 @@
 #include "engine/node_verdicts.h"
 #include "engine/observer.h"
 #include "engine/quarantine.h"
+#include "engine/refinement.h"
 #include "engine/registry.h"
 #include "engine/selection.h"
 #include "engine/status.h"
@@ -54,6 +65,7 @@ namespace arbiter {
 struct TunerOptions {
   MeasureOptions measure;  // how a bucket is measured
   NoisePolicy noise;       // when a challenger displaces the incumbent
+  RefineOptions refine;    // which candidates race a refinement
   // How often a daemon waiting on another's lease looks again (sooner when the store
   // reports new verdicts): the lease of a holder that died is taken this late at worst.
   std::chrono::milliseconds lease_poll{100};
@@ -90,8 +102,20 @@ class Tuner {
   // bucket already running here or (per `call`) on another daemon of the fleet.
   // `p` must be valid (ValidateProblem).
   absl::StatusOr<Verdict> MeasureOnce(const Problem& p, const MeasureCall& call = {});
+  // Refines `p` inside its bucket: races the bucket verdict's leaders at exactly
+  // `p`, stores the result as `p`'s own verdict and, where its winner beat the
+  // bucket's beyond the noise, splits the bucket. Measures the whole bucket
+  // instead (MeasureOnce with `call`) when it has no fresh verdict in the store,
+  // `p` is the shape it was measured at, or the bucket is set aside for this node.
+  // One refinement per shape at a time.
+  absl::StatusOr<Verdict> Refine(const Problem& p, const MeasureCall& call = {});
   // Queues `p`'s bucket for the background thread, unless it is queued or being measured.
   void Enqueue(const Problem& p);
+  // Queues a refinement of `p` for the background thread (deduplicated; bounded:
+  // dropped when the queue is full).
+  void EnqueueRefinement(const Problem& p);
+  // The bucket's verdict in the store with its fresh refinements and halves (LoadBucketVerdicts).
+  absl::StatusOr<std::optional<Verdict>> LoadBucket(const BucketKey& key);
   // Waits until nothing is queued or being measured (tests, shutdown).
   void WaitIdle();
   // Measurements run since start.
@@ -106,8 +130,34 @@ class Tuner {
 
  private:
   using Result = std::shared_future<absl::StatusOr<Verdict>>;
+  // A measurement in flight: the bucket, and the scope's text ("" for the whole bucket).
+  using FlightKey = std::pair<BucketKey, std::string>;
+  // Why a candidate eligible but not raced appears unmeasured.
+  using NotRaced = std::function<std::string(const RegisteredCandidate&)>;
 
+  // Runs `work` unless a measurement of `key` is in flight, whose result it then waits for.
+  template <typename Work>
+  absl::StatusOr<Verdict> SingleFlight(const FlightKey& key, Work work);
+  // Races `racers` (some of `eligible`) at `p` and decides against `incumbent`;
+  // every other eligible candidate is listed unmeasured with `not_raced`'s reason.
+  // Quarantines disproved claims; stores nothing.
+  absl::StatusOr<Verdict> RaceAt(const Problem& p,
+                                 const std::vector<const RegisteredCandidate*>& eligible,
+                                 const std::vector<const RegisteredCandidate*>& racers,
+                                 const std::optional<std::string>& incumbent,
+                                 const NotRaced& not_raced);
   absl::StatusOr<Verdict> MeasureBucket(const Problem& p, const MeasureCall& call);
+  absl::StatusOr<Verdict> RefineShape(const Problem& p, const Verdict& bucket,
+                                      const std::vector<const RegisteredCandidate*>& eligible);
+  // Splits `bucket` where `refined` (at `p`) disagrees with it, if a half-octave separates them.
+  absl::Status Split(const Problem& p, const Verdict& bucket, const Verdict& refined,
+                     const std::vector<const RegisteredCandidate*>& eligible);
+  // Puts the bucket's verdicts, as the store now holds them, in the cache.
+  absl::Status Recache(const BucketKey& key);
+  // Caches `v` as `key`'s verdict, with the refinements and halves the store
+  // holds beside it when `v` is the store's own.
+  void CacheBucket(const BucketKey& key, const Verdict& v);
+  static void Log(const Verdict& v);
   // The served verdict for `p` when it raced exactly the candidates eligible now.
   std::optional<Verdict> FreshVerdict(const Problem& p);
   // Takes the fleet's lease on `p`'s bucket, waiting per `call` while another daemon
@@ -138,8 +188,9 @@ class Tuner {
 
   absl::Mutex mu_;
   absl::CondVar changed_;  // signalled when a measurement ends or queued work arrives
-  std::map<BucketKey, Result> in_flight_ ABSL_GUARDED_BY(mu_);
-  std::deque<Problem> queue_ ABSL_GUARDED_BY(mu_);  // one per bucket
+  std::map<FlightKey, Result> in_flight_ ABSL_GUARDED_BY(mu_);
+  std::deque<Problem> queue_ ABSL_GUARDED_BY(mu_);         // one per bucket
+  std::deque<Problem> refine_queue_ ABSL_GUARDED_BY(mu_);  // one per shape
   std::map<BucketKey, Verdict> pending_ ABSL_GUARDED_BY(mu_);  // measured, the store was down
   bool busy_ ABSL_GUARDED_BY(mu_) = false;          // the background thread is measuring
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

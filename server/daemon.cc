@@ -160,6 +160,10 @@ absl::Status ValidateOptions(const DaemonOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("noise-floor: expected a finite value >= 0, got ", a.noise.noise_floor));
   }
+  if (a.refine.hot_after < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refine-after: expected >= 0, got ", a.refine.hot_after));
+  }
   if (!(o.health_poll_seconds > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("health-poll-seconds: expected > 0, got ",
                                                    o.health_poll_seconds));
