@@ -446,7 +446,7 @@ SqliteVerdictStore::~SqliteVerdictStore() {
 }
 
 absl::Status SqliteVerdictStore::Migrate() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.Begin("migrate"));
   ASSIGN_OR_RETURN(std::optional<int64_t> found, ReadSchemaVersion(db_));
@@ -474,7 +474,7 @@ absl::Status SqliteVerdictStore::Migrate() {
 }
 
 int SqliteVerdictStore::schema_version() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::StatusOr<std::optional<int64_t>> version = ReadSchemaVersion(db_);
   return version.ok() && version->has_value() ? static_cast<int>(**version) : 0;
 }
@@ -487,7 +487,7 @@ absl::Status SqliteVerdictStore::PutVerdict(const Verdict& v) {
   const std::string dtype(DTypeName(v.dtype));
   const std::string bucket = StoreKeyOf(v.bucket, v.scope);
 
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.Begin(op));
   {
@@ -557,7 +557,7 @@ absl::Status SqliteVerdictStore::PutVerdict(const Verdict& v) {
 absl::StatusOr<Verdict> SqliteVerdictStore::GetVerdict(const std::string& fingerprint, DType dtype,
                                                        const Bucket& bucket) {
   const std::string op = absl::StrCat("get verdict ", KeyText(fingerprint, dtype, bucket));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // One read transaction, so the verdict and its results are one snapshot.
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.BeginRead(op));
@@ -588,7 +588,7 @@ absl::StatusOr<Verdict> SqliteVerdictStore::GetVerdict(const std::string& finger
 absl::StatusOr<std::vector<Verdict>> SqliteVerdictStore::ListVerdicts(
     const std::string& fingerprint, const VerdictFilter& filter) {
   const std::string op = absl::StrCat("list verdicts of ", fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.BeginRead(op));
   std::vector<Verdict> verdicts;
@@ -614,7 +614,7 @@ absl::StatusOr<std::vector<Verdict>> SqliteVerdictStore::ListVerdicts(
 
 absl::StatusOr<int64_t> SqliteVerdictStore::CountVerdicts(const std::string& fingerprint) {
   const std::string op = absl::StrCat("count verdicts of ", fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement query,
                    Statement::Prepare(db_, op,
                                       "SELECT COUNT(*) FROM verdicts "
@@ -634,7 +634,7 @@ absl::StatusOr<int> SqliteVerdictStore::Invalidate(const std::string& fingerprin
         "verdict store: invalidate: empty scope; name a candidate, dtype or bucket, or set all");
   }
   const std::string op = absl::StrCat("invalidate verdicts of ", fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(
       Statement erase,
       Statement::Prepare(db_, op, absl::StrCat("DELETE FROM verdicts ", kVerdictScope)));
@@ -651,7 +651,7 @@ absl::Status SqliteVerdictStore::PutForce(const Force& f) {
         "verdict store: put force: fingerprint and candidate must be set");
   }
   const std::string op = absl::StrCat("put force ", KeyText(f.fingerprint, f.dtype, f.bucket));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement put,
                    Statement::Prepare(db_, op,
                                       "INSERT OR REPLACE INTO forces (fingerprint, dtype, bucket, "
@@ -670,7 +670,7 @@ absl::StatusOr<std::optional<Force>> SqliteVerdictStore::GetForce(const std::str
                                                                   DType dtype,
                                                                   const Bucket& bucket) {
   const std::string op = absl::StrCat("get force ", KeyText(fingerprint, dtype, bucket));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement query,
                    Statement::Prepare(db_, op,
                                       absl::StrCat(kForceColumns,
@@ -686,7 +686,7 @@ absl::StatusOr<std::optional<Force>> SqliteVerdictStore::GetForce(const std::str
 absl::StatusOr<bool> SqliteVerdictStore::RemoveForce(const std::string& fingerprint, DType dtype,
                                                      const Bucket& bucket) {
   const std::string op = absl::StrCat("remove force ", KeyText(fingerprint, dtype, bucket));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement erase,
                    Statement::Prepare(db_, op,
                                       "DELETE FROM forces WHERE fingerprint = ?1 AND dtype = ?2 "
@@ -698,7 +698,7 @@ absl::StatusOr<bool> SqliteVerdictStore::RemoveForce(const std::string& fingerpr
 
 absl::StatusOr<std::vector<Force>> SqliteVerdictStore::ListForces(const std::string& fingerprint) {
   const std::string op = absl::StrCat("list forces of ", fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement query,
                    Statement::Prepare(db_, op,
                                       absl::StrCat(kForceColumns,
@@ -722,7 +722,7 @@ absl::Status SqliteVerdictStore::PutQuarantine(const QuarantineEntry& q) {
   }
   const std::string op =
       absl::StrCat("put quarantine ", q.candidate, " ", q.scope, " on ", q.fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement put,
                    Statement::Prepare(db_, op,
                                       "INSERT OR REPLACE INTO quarantine (candidate, version, "
@@ -740,7 +740,7 @@ absl::Status SqliteVerdictStore::PutQuarantine(const QuarantineEntry& q) {
 absl::StatusOr<std::vector<QuarantineEntry>> SqliteVerdictStore::ListQuarantine(
     const std::string& fingerprint) {
   const std::string op = absl::StrCat("list quarantine of ", fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement query,
                    Statement::Prepare(db_, op,
                                       "SELECT candidate, version, scope, fingerprint, reason, "
@@ -766,7 +766,7 @@ absl::StatusOr<std::vector<QuarantineEntry>> SqliteVerdictStore::ListQuarantine(
 absl::StatusOr<int> SqliteVerdictStore::ClearQuarantine(const std::string& fingerprint,
                                                         const std::string& candidate) {
   const std::string op = absl::StrCat("clear quarantine of ", fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement erase,
                    Statement::Prepare(db_, op,
                                       "DELETE FROM quarantine WHERE fingerprint = ?1 "

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/verdict_store.h"
 
 struct sqlite3;
@@ -78,7 +79,7 @@ class SqliteVerdictStore final : public VerdictStore {
 
   const std::string path_;
   const std::shared_ptr<Leases> leases_ = std::make_shared<Leases>();
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);  // owned
 };
 
