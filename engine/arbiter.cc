@@ -124,12 +124,16 @@ void Arbiter::OnStoreChange(const StoreChange& change) {
                 change.dtype ? DTypeName(*change.dtype) : "*",
                 change.bucket ? change.bucket->ToString() : "*");
   switch (change.what) {
-    case StoreChange::What::kVerdicts:
-      verdict_cache_->DropIf([&](const BucketKey& key) {
+    case StoreChange::What::kVerdicts: {
+      const auto covered = [&](const BucketKey& key) {
         return change.Covers(fingerprint_, key.dtype, key.bucket);
-      });
+      };
+      verdict_cache_->DropIf(covered);
+      // Another daemon may have invalidated a refinement this one counted past hot.
+      hot_shapes_->ForgetHot(covered);
       tuner_->OnVerdictsChanged();
       break;
+    }
     case StoreChange::What::kForces:
       forces_->MarkStale();
       break;
@@ -482,10 +486,13 @@ absl::StatusOr<int> Arbiter::Invalidate(const InvalidateScope& scope, Reach reac
     removed = node_verdicts_->Invalidate(scope) +
               (stored.ok() ? static_cast<int>(stored->size()) : 0);
   }
-  verdict_cache_->DropIf([&](const BucketKey& key) {
+  const auto covered = [&](const BucketKey& key) {
     return (!scope.dtype || *scope.dtype == key.dtype) &&
            (!scope.bucket || *scope.bucket == key.bucket);
-  });
+  };
+  verdict_cache_->DropIf(covered);
+  // A shape counted hot may have lost its refinement: it counts from zero again.
+  hot_shapes_->ForgetHot(covered);
   return removed;
 }
 

@@ -19,4 +19,19 @@ void HotShapes::Forget(const Problem& p) {
   counts_.erase(Key{p.dtype, p.m, p.n, p.k});
 }
 
+size_t HotShapes::ForgetHot(const std::function<bool(const BucketKey&)>& covered) {
+  absl::MutexLock lock(&mu_);
+  size_t forgotten = 0;
+  for (auto it = counts_.begin(); it != counts_.end();) {
+    const auto& [dtype, m, n, k] = it->first;
+    if (it->second >= threshold_ && covered(BucketKeyOf(Problem{dtype, m, n, k}))) {
+      it = counts_.erase(it);
+      ++forgotten;
+    } else {
+      ++it;
+    }
+  }
+  return forgotten;
+}
+
 }  // namespace arbiter

@@ -9,11 +9,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <tuple>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/bucket.h"
 #include "engine/problem.h"
 
 namespace arbiter {
@@ -30,6 +32,11 @@ class HotShapes {
   int64_t Count(const Problem& p);
   // Forgets `p`, so that it can become hot again (its refinement was invalidated or failed).
   void Forget(const Problem& p);
+  // Forgets every shape already counted hot whose bucket `covered` accepts: the
+  // verdicts there changed (a refinement may have been invalidated), so each can
+  // become hot again. Shapes still below the threshold keep their counts.
+  // Returns how many were forgotten.
+  size_t ForgetHot(const std::function<bool(const BucketKey&)>& covered);
 
  private:
   using Key = std::tuple<DType, int64_t, int64_t, int64_t>;

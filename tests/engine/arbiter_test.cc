@@ -390,6 +390,26 @@ TEST_F(ArbiterTest, AShapeServedOftenFromAnotherShapesFiguresIsRefinedInTheBackg
   EXPECT_EQ(again->get(), s->get());
 }
 
+TEST_F(ArbiterTest, AShapeWhoseRefinementWasInvalidatedIsRefinedAgainOnceHotAgain) {
+  options_.refine.hot_after = 3;
+  auto arbiter = Start(Shaped());
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(arbiter->Select(kBucketShape, {}).ok());  // measures the bucket at 64^3
+    for (int i = 0; i < 3; ++i) {
+      auto s = arbiter->Select(kNarrowShape, {});
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_EQ(s->verdict->measured, kBucketShape) << "round " << round;
+    }
+    arbiter->WaitIdle();
+    ASSERT_TRUE(Listed(*arbiter).count("40x64x64")) << "round " << round << ": refined when hot";
+    // The operator drops the bucket with its refinement: the shape must be able to earn it again.
+    InvalidateScope scope;
+    scope.bucket = BucketOf(kBucketShape);
+    ASSERT_TRUE(arbiter->Invalidate(scope).ok());
+    ASSERT_TRUE(Listed(*arbiter).empty());
+  }
+}
+
 TEST_F(ArbiterTest, ARememberedAnswerGivesWayToTheRefinementAndTheSplitHalfThatNowServeItsShape) {
   options_.refine.hot_after = 0;  // only tune refines: answers are remembered from the first
   auto arbiter = Start(Shaped());
