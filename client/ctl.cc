@@ -116,7 +116,7 @@ const std::set<std::string>& Ctl::Options() {
 }
 
 const std::set<std::string>& Ctl::Switches() {
-  static const std::set<std::string> switches = {"json", "all", "help"};
+  static const std::set<std::string> switches = {"json", "all", "help", "exact"};
   return switches;
 }
 
@@ -136,8 +136,9 @@ commands:
   candidates                               every candidate, its contract and eligibility
   verdicts [--dtype D] [--bucket B] [--candidate NAME]
                                            stored verdicts with their figures, and forces
-  force --candidate NAME --reason TEXT --m M --n N --k K [--dtype D] [--scope fleet|node]
-  unforce --m M --n N --k K [--dtype D] [--scope fleet|node]
+  force --candidate NAME --reason TEXT --m M --n N --k K [--dtype D] [--exact] [--scope fleet|node]
+                                           pin the shape's bucket (--exact: that shape alone)
+  unforce --m M --n N --k K [--dtype D] [--exact] [--scope fleet|node]
   invalidate [--candidate NAME] [--dtype D] [--m M --n N --k K] [--all] [--scope fleet|node]
   tune --shape MxNxK [--shape ...] [--dtype D]
                                            measure each shape's bucket now (progress streamed)
@@ -464,10 +465,10 @@ int Ctl::Verdicts() {
   }
   if (!response.forces().empty()) {
     out_ << "\nforces\n";
-    Table table({"dtype", "bucket", "candidate", "reach", "reason"});
+    Table table({"dtype", "bucket", "shape", "candidate", "reach", "reason"});
     for (const v1::Force& f : response.forces()) {
-      table.AddRow({DTypeShortName(f.dtype()), f.bucket(), f.candidate(),
-                    f.reach() == v1::REACH_NODE ? "node" : "fleet", f.reason()});
+      table.AddRow({DTypeShortName(f.dtype()), f.bucket(), f.scope().empty() ? "*" : f.scope(),
+                    f.candidate(), f.reach() == v1::REACH_NODE ? "node" : "fleet", f.reason()});
     }
     table.Print(out_);
   }
@@ -499,13 +500,15 @@ int Ctl::Force() {
   }
   request.set_candidate(args_.Get("candidate"));
   request.set_reason(args_.Get("reason"));
+  request.set_exact_shape(args_.Has("exact"));
   v1::ForceResponse response;
   if (grpc::Status s = client_.Force(request, &response); !s.ok()) return RpcError("force", s);
   if (json_) {
     PrintJson(response);
   } else {
     out_ << "forced " << DTypeShortName(request.problem().dtype()) << " " << response.bucket()
-         << " to " << request.candidate() << "\n";
+         << (response.scope().empty() ? "" : " shape " + response.scope()) << " to "
+         << request.candidate() << "\n";
   }
   return kExitOk;
 }
@@ -516,13 +519,15 @@ int Ctl::Unforce() {
   v1::Reach reach;
   if (!ParseReach(true, &reach)) return kExitUsage;
   request.set_reach(reach);
+  request.set_exact_shape(args_.Has("exact"));
   v1::UnforceResponse response;
   if (grpc::Status s = client_.Unforce(request, &response); !s.ok()) return RpcError("unforce", s);
   if (json_) {
     PrintJson(response);
   } else {
     out_ << (response.removed() ? "removed the force on " : "no force on ")
-         << DTypeShortName(request.problem().dtype()) << " " << response.bucket() << "\n";
+         << DTypeShortName(request.problem().dtype()) << " " << response.bucket()
+         << (response.scope().empty() ? "" : " shape " + response.scope()) << "\n";
   }
   return kExitOk;
 }

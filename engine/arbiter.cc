@@ -239,15 +239,16 @@ absl::StatusOr<Selection> Arbiter::Decide(const Problem& p, const SelectOptions&
   }
   const Bucket bucket = BucketOf(p);
 
-  // 1. An operator's force.
-  if (std::optional<arbiter::Force> force = forces_->Get(BucketKey{p.dtype, bucket})) {
-    if (std::optional<Selection> s = SelectForced(*force, p, eligible, options.required)) {
+  // 1. An operator's force: of this exact shape first, then of its bucket.
+  for (const arbiter::Force& force : forces_->For(p)) {
+    if (std::optional<Selection> s = SelectForced(force, p, eligible, options.required)) {
       if (observer_) observer_->OnSelection(p, *s, true);
       *rememberable = true;
       return *std::move(s);
     }
-    spdlog::warn("force of {} for {} {} not applied: not eligible for {} or below {}",
-                 force->candidate, DTypeName(p.dtype), bucket.ToString(), p.ToString(),
+    spdlog::warn("force of {} for {} {}{}{} not applied: not eligible for {} or below {}",
+                 force.candidate, DTypeName(p.dtype), bucket.ToString(),
+                 force.scope.whole() ? "" : " shape ", force.scope.ToString(), p.ToString(),
                  DeterminismName(options.required));
   }
 
@@ -447,7 +448,7 @@ absl::StatusOr<int64_t> Arbiter::CountVerdicts() const {
 }
 
 absl::Status Arbiter::Force(const Problem& p, const std::string& candidate,
-                            const std::string& reason, Reach reach) {
+                            const std::string& reason, Reach reach, bool exact_shape) {
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
   const RegisteredCandidate* c = registry_->Find(candidate);
   if (c == nullptr) return UnknownCandidate(candidate);
@@ -458,14 +459,18 @@ absl::Status Arbiter::Force(const Problem& p, const std::string& candidate,
                                                       bucket.ToString(), "): ", gap));
   }
   RETURN_IF_ERROR(forces_->Put(
-      arbiter::Force{fingerprint_, p.dtype, bucket, candidate, reason, NowUnix()}, reach));
+      arbiter::Force{fingerprint_, p.dtype, bucket, candidate, reason, NowUnix(),
+                     exact_shape ? VerdictScope::Shape(p) : VerdictScope{}},
+      reach));
   verdict_cache_->Invalidate();
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> Arbiter::Unforce(const Problem& p, Reach reach) {
+absl::StatusOr<bool> Arbiter::Unforce(const Problem& p, Reach reach, bool exact_shape) {
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
-  ASSIGN_OR_RETURN(const bool removed, forces_->Remove(BucketKeyOf(p), reach));
+  ASSIGN_OR_RETURN(const bool removed,
+                   forces_->Remove(BucketKeyOf(p),
+                                   exact_shape ? VerdictScope::Shape(p) : VerdictScope{}, reach));
   verdict_cache_->Invalidate();
   return removed;
 }

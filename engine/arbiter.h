@@ -1,5 +1,6 @@
 // The engine: for each problem, picks the candidate that serves it and runs it.
-// Verdicts come from (in order): a force, a stored measured verdict whose raced
+// Verdicts come from (in order): a force (of the exact shape, else of its
+// bucket), a stored measured verdict whose raced
 // candidate versions still match the registry, or - on a miss - the tuning
 // policy: `sync` measures then answers, `async` answers with the tier default
 // (source provisional) and measures in the background, `off` answers with the
@@ -174,10 +175,14 @@ class Arbiter {
   absl::StatusOr<std::vector<Verdict>> ListVerdicts(const VerdictFilter& filter) const;
   // Verdicts stored for this device, counted without loading them.
   absl::StatusOr<int64_t> CountVerdicts() const;
-  // NOT_FOUND for an unknown candidate; FAILED_PRECONDITION when it does not cover p.
+  // Pins p's bucket to `candidate`, or with `exact_shape` p alone (served before the
+  // bucket's force and verdicts). NOT_FOUND for an unknown candidate;
+  // FAILED_PRECONDITION when it does not cover p.
   absl::Status Force(const Problem& p, const std::string& candidate, const std::string& reason,
-                     Reach reach = Reach::kFleet);
-  absl::StatusOr<bool> Unforce(const Problem& p, Reach reach = Reach::kFleet);
+                     Reach reach = Reach::kFleet, bool exact_shape = false);
+  // Removes the force of p's bucket, or with `exact_shape` p's own; whether there was one.
+  absl::StatusOr<bool> Unforce(const Problem& p, Reach reach = Reach::kFleet,
+                               bool exact_shape = false);
   // Node-local forces first, then the store's (read now).
   absl::StatusOr<std::vector<Forces::Entry>> ListForces() const;
   // Fleet: removes the store's verdicts in scope. Node: sets them aside for this daemon

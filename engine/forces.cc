@@ -19,39 +19,50 @@ absl::Status Forces::Reload() {
     stale_ = true;
     return stored.status();
   }
-  std::map<BucketKey, Force> fleet;
-  for (Force& f : *stored) fleet[BucketKey{f.dtype, f.bucket}] = std::move(f);
+  std::map<Key, Force> fleet;
+  for (Force& f : *stored) {
+    const Key key = KeyOf(f);
+    fleet[key] = std::move(f);
+  }
   absl::MutexLock lock(&mu_);
   fleet_ = std::move(fleet);
   return absl::OkStatus();
 }
 
-std::optional<Force> Forces::Get(const BucketKey& key) {
+std::vector<Force> Forces::For(const Problem& p) {
   if (stale_) {
     if (absl::Status reloaded = Reload(); !reloaded.ok()) {
       spdlog::debug("forces: serving the last read ({})", reloaded.ToString());
     }
   }
+  const BucketKey bucket = BucketKeyOf(p);
+  std::vector<Force> out;
   absl::MutexLock lock(&mu_);
-  if (auto it = node_.find(key); it != node_.end()) return it->second;
-  if (auto it = fleet_.find(key); it != fleet_.end()) return it->second;
-  return std::nullopt;
+  for (const Key& key : {Key{bucket, VerdictScope::Shape(p).ToString()}, Key{bucket, ""}}) {
+    if (auto it = node_.find(key); it != node_.end()) out.push_back(it->second);
+    if (auto it = fleet_.find(key); it != fleet_.end()) out.push_back(it->second);
+  }
+  return out;
 }
 
 absl::Status Forces::Put(const Force& force, Reach reach) {
-  const BucketKey key{force.dtype, force.bucket};
+  RETURN_IF_ERROR(CheckForceScope(force));
+  const Key key = KeyOf(force);
   if (reach == Reach::kFleet) RETURN_IF_ERROR(store_.PutForce(force));
   absl::MutexLock lock(&mu_);
   (reach == Reach::kFleet ? fleet_ : node_)[key] = force;
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> Forces::Remove(const BucketKey& key, Reach reach) {
+absl::StatusOr<bool> Forces::Remove(const BucketKey& bucket, const VerdictScope& scope,
+                                    Reach reach) {
+  const Key key{bucket, scope.ToString()};
   if (reach == Reach::kNode) {
     absl::MutexLock lock(&mu_);
     return node_.erase(key) > 0;
   }
-  ASSIGN_OR_RETURN(const bool removed, store_.RemoveForce(fingerprint_, key.dtype, key.bucket));
+  ASSIGN_OR_RETURN(const bool removed,
+                   store_.RemoveForce(fingerprint_, bucket.dtype, bucket.bucket, scope));
   absl::MutexLock lock(&mu_);
   fleet_.erase(key);
   return removed;

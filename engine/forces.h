@@ -1,8 +1,9 @@
-// Forces: an operator's pins of a (dtype, bucket) to a candidate on this
-// device. A fleet-wide force lives in the verdict store, so every daemon with
-// the same fingerprint applies it; a node-local one lives in this daemon's
-// memory alone, until it restarts, and wins over a fleet-wide one for its
-// bucket.
+// Forces: an operator's pins of a (dtype, bucket) - or of one exact shape of
+// it - to a candidate on this device. A fleet-wide force lives in the verdict
+// store, so every daemon with the same fingerprint applies it; a node-local one
+// lives in this daemon's memory alone, until it restarts. For a shape, an
+// exact-shape force comes before its bucket's, and at each a node-local force
+// before a fleet-wide one.
 //
 // Every selection asks for the force of its bucket, so the store's forces are
 // held here: loaded at start, re-read when the store reports a change
@@ -20,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -43,13 +45,14 @@ class Forces {
   Forces(const Forces&) = delete;
   Forces& operator=(const Forces&) = delete;
 
-  // The force that applies to `key`: node-local first, then fleet-wide. Re-reads the
-  // store's forces first when a change was reported since the last read.
-  std::optional<Force> Get(const BucketKey& key);
+  // The forces that apply to `p`, first the one to try first: node-local then
+  // fleet-wide of `p` exactly, then node-local then fleet-wide of its bucket.
+  // Re-reads the store's forces first when a change was reported since the last read.
+  std::vector<Force> For(const Problem& p);
   // Fleet: written to the store (its error when it cannot be), then applied here.
   absl::Status Put(const Force& force, Reach reach);
-  // Whether a force of that scope was removed.
-  absl::StatusOr<bool> Remove(const BucketKey& key, Reach reach);
+  // Whether the force of `key` and `scope` (the whole bucket, or one exact shape) was removed.
+  absl::StatusOr<bool> Remove(const BucketKey& key, const VerdictScope& scope, Reach reach);
   // Node-local forces, then the store's, read now (its error when it cannot answer).
   absl::StatusOr<std::vector<Entry>> List();
 
@@ -62,12 +65,16 @@ class Forces {
   // Re-reads the store's forces; keeps the last ones when the store cannot answer.
   absl::Status Reload();
 
+  // A bucket and a scope's text ("" for the whole bucket, "40x48x56" for a shape).
+  using Key = std::pair<BucketKey, std::string>;
+  static Key KeyOf(const Force& f) { return {BucketKey{f.dtype, f.bucket}, f.scope.ToString()}; }
+
   VerdictStore& store_;
   const std::string fingerprint_;
   std::atomic<bool> stale_{false};
   absl::Mutex mu_;
-  std::map<BucketKey, Force> fleet_ ABSL_GUARDED_BY(mu_);  // the store's, as last read
-  std::map<BucketKey, Force> node_ ABSL_GUARDED_BY(mu_);
+  std::map<Key, Force> fleet_ ABSL_GUARDED_BY(mu_);  // the store's, as last read
+  std::map<Key, Force> node_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace arbiter

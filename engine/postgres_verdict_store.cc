@@ -215,7 +215,10 @@ absl::StatusOr<Force> ReadForce(const PgResult& r, int row) {
   Force f;
   f.fingerprint = r.Text(row, 0);
   ASSIGN_OR_RETURN(f.dtype, ParseColumn<DType>("forces.dtype", r.Text(row, 1), ParseDType));
-  ASSIGN_OR_RETURN(f.bucket, ParseColumn<Bucket>("forces.bucket", r.Text(row, 2), ParseBucket));
+  using Key = std::pair<Bucket, VerdictScope>;
+  ASSIGN_OR_RETURN(const Key key, ParseColumn<Key>("forces.bucket", r.Text(row, 2), ParseStoreKey));
+  f.bucket = key.first;
+  f.scope = key.second;
   f.candidate = r.Text(row, 3);
   f.reason = r.Text(row, 4);
   ASSIGN_OR_RETURN(f.created_unix, r.Int(row, 5));
@@ -746,6 +749,7 @@ absl::Status PostgresVerdictStore::PutForce(const Force& f) {
     return absl::InvalidArgumentError(
         "verdict store: put force: fingerprint and candidate must be set");
   }
+  RETURN_IF_ERROR(CheckForceScope(f));
   const std::string op = absl::StrCat("put force ", KeyText(f.fingerprint, f.dtype, f.bucket));
   StoreChange change;
   change.what = StoreChange::What::kForces;
@@ -762,8 +766,8 @@ absl::Status PostgresVerdictStore::PutForce(const Force& f) {
                   "ON CONFLICT (fingerprint, dtype, bucket) DO UPDATE SET "
                   "candidate = EXCLUDED.candidate, reason = EXCLUDED.reason, "
                   "created_unix = EXCLUDED.created_unix",
-                  {f.fingerprint, std::string(DTypeName(f.dtype)), f.bucket.ToString(), f.candidate,
-                   f.reason, PgInt(f.created_unix)})
+                  {f.fingerprint, std::string(DTypeName(f.dtype)), StoreKeyOf(f.bucket, f.scope),
+                   f.candidate, f.reason, PgInt(f.created_unix)})
             .status());
     RETURN_IF_ERROR(Notify(conn, change, op));
     return txn.Commit(op);
@@ -790,7 +794,8 @@ absl::StatusOr<std::optional<Force>> PostgresVerdictStore::GetForce(const std::s
 }
 
 absl::StatusOr<bool> PostgresVerdictStore::RemoveForce(const std::string& fingerprint, DType dtype,
-                                                       const Bucket& bucket) {
+                                                       const Bucket& bucket,
+                                                       const VerdictScope& scope) {
   const std::string op = absl::StrCat("remove force ", KeyText(fingerprint, dtype, bucket));
   StoreChange change;
   change.what = StoreChange::What::kForces;
@@ -805,7 +810,8 @@ absl::StatusOr<bool> PostgresVerdictStore::RemoveForce(const std::string& finger
                      conn.Exec(op,
                                "DELETE FROM arbiter.forces WHERE fingerprint = $1 AND "
                                "dtype = $2 AND bucket = $3",
-                               {fingerprint, std::string(DTypeName(dtype)), bucket.ToString()}));
+                               {fingerprint, std::string(DTypeName(dtype)),
+                                StoreKeyOf(bucket, scope)}));
     removed = erased.affected() > 0;
     if (removed) RETURN_IF_ERROR(Notify(conn, change, op));
     return txn.Commit(op);

@@ -70,7 +70,10 @@ std::optional<Selection> SelectForced(const Force& force, const Problem& p,
   for (const RegisteredCandidate* c : eligible) {
     if (c->spec.name != force.candidate) continue;
     if (!Meets(*c, p.dtype, required)) return std::nullopt;
-    return Of(*c, p, VerdictSource::kForced, absl::StrCat("forced: ", force.reason));
+    return Of(*c, p, VerdictSource::kForced,
+              force.scope.whole()
+                  ? absl::StrCat("forced: ", force.reason)
+                  : absl::StrCat("forced at ", force.scope.ToString(), ": ", force.reason));
   }
   return std::nullopt;
 }

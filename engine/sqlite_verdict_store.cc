@@ -357,7 +357,11 @@ absl::StatusOr<Force> ReadForceRow(const Statement& row) {
   Force f;
   f.fingerprint = row.ReadText(0);
   ASSIGN_OR_RETURN(f.dtype, ParseColumn<DType>("forces.dtype", row.ReadText(1), ParseDType));
-  ASSIGN_OR_RETURN(f.bucket, ParseColumn<Bucket>("forces.bucket", row.ReadText(2), ParseBucket));
+  using Key = std::pair<Bucket, VerdictScope>;
+  ASSIGN_OR_RETURN(const Key key,
+                   ParseColumn<Key>("forces.bucket", row.ReadText(2), ParseStoreKey));
+  f.bucket = key.first;
+  f.scope = key.second;
   f.candidate = row.ReadText(3);
   f.reason = row.ReadText(4);
   f.created_unix = row.ReadInt(5);
@@ -650,6 +654,7 @@ absl::Status SqliteVerdictStore::PutForce(const Force& f) {
     return absl::InvalidArgumentError(
         "verdict store: put force: fingerprint and candidate must be set");
   }
+  RETURN_IF_ERROR(CheckForceScope(f));
   const std::string op = absl::StrCat("put force ", KeyText(f.fingerprint, f.dtype, f.bucket));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement put,
@@ -659,7 +664,7 @@ absl::Status SqliteVerdictStore::PutForce(const Force& f) {
                                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
   return put.BindText(1, f.fingerprint)
       .BindText(2, DTypeName(f.dtype))
-      .BindText(3, f.bucket.ToString())
+      .BindText(3, StoreKeyOf(f.bucket, f.scope))
       .BindText(4, f.candidate)
       .BindText(5, f.reason)
       .BindInt(6, f.created_unix)
@@ -684,14 +689,17 @@ absl::StatusOr<std::optional<Force>> SqliteVerdictStore::GetForce(const std::str
 }
 
 absl::StatusOr<bool> SqliteVerdictStore::RemoveForce(const std::string& fingerprint, DType dtype,
-                                                     const Bucket& bucket) {
+                                                     const Bucket& bucket,
+                                                     const VerdictScope& scope) {
   const std::string op = absl::StrCat("remove force ", KeyText(fingerprint, dtype, bucket));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement erase,
                    Statement::Prepare(db_, op,
                                       "DELETE FROM forces WHERE fingerprint = ?1 AND dtype = ?2 "
                                       "AND bucket = ?3"));
-  erase.BindText(1, fingerprint).BindText(2, DTypeName(dtype)).BindText(3, bucket.ToString());
+  erase.BindText(1, fingerprint)
+      .BindText(2, DTypeName(dtype))
+      .BindText(3, StoreKeyOf(bucket, scope));
   RETURN_IF_ERROR(erase.Run());
   return erase.changes() > 0;
 }

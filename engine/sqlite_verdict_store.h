@@ -52,7 +52,7 @@ class SqliteVerdictStore final : public VerdictStore {
   absl::StatusOr<std::optional<Force>> GetForce(const std::string& fingerprint, DType dtype,
                                                 const Bucket& bucket) override;
   absl::StatusOr<bool> RemoveForce(const std::string& fingerprint, DType dtype,
-                                   const Bucket& bucket) override;
+                                   const Bucket& bucket, const VerdictScope& scope) override;
   absl::StatusOr<std::vector<Force>> ListForces(const std::string& fingerprint) override;
 
   absl::Status PutQuarantine(const QuarantineEntry& q) override;

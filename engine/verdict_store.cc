@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "engine/postgres_verdict_store.h"
 #include "engine/sqlite_verdict_store.h"
 
@@ -40,6 +41,25 @@ absl::StatusOr<std::optional<Verdict>> LoadBucketVerdicts(VerdictStore& store,
     if (!v.scope.whole() && v.candidates == bucket->candidates) bucket->scoped.push_back(std::move(v));
   }
   return bucket;
+}
+
+absl::Status CheckForceScope(const Force& f) {
+  switch (f.scope.kind) {
+    case VerdictScope::Kind::kBucket:
+      return absl::OkStatus();
+    case VerdictScope::Kind::kShape:
+      if (BucketOf(Problem{f.dtype, f.scope.m, f.scope.n, f.scope.k}) == f.bucket) {
+        return absl::OkStatus();
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("verdict store: put force: shape ", f.scope.ToString(), " is not in bucket ",
+                       f.bucket.ToString()));
+    case VerdictScope::Kind::kHalf:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "verdict store: put force: expected the whole bucket or one exact shape, got scope ",
+      f.scope.ToString()));
 }
 
 bool IsPostgresUri(const std::string& location) {

@@ -42,6 +42,9 @@ namespace arbiter {
 enum class Reach { kFleet = 1, kNode = 2 };
 const char* ReachName(Reach reach);  // "fleet", "node"
 
+// An operator's pin: the bucket's shapes, or one exact shape of it (scope kShape:
+// stored keyed like a refinement, StoreKeyOf, and served before the bucket's force
+// and verdicts).
 struct Force {
   std::string fingerprint;
   DType dtype = DType::kF32;
@@ -49,6 +52,7 @@ struct Force {
   std::string candidate;
   std::string reason;
   int64_t created_unix = 0;
+  VerdictScope scope;  // kBucket (the whole bucket) or kShape
 };
 
 struct QuarantineEntry {
@@ -168,12 +172,17 @@ class VerdictStore {
   virtual absl::StatusOr<int> Invalidate(const std::string& fingerprint,
                                          const InvalidateScope& scope) = 0;
 
+  // Inserts or replaces the force of (fingerprint, dtype, bucket, scope); INVALID_ARGUMENT
+  // for a scope other than the whole bucket or one exact shape of it.
   virtual absl::Status PutForce(const Force& f) = 0;
+  // The bucket's own force (whole scope), if any.
   virtual absl::StatusOr<std::optional<Force>> GetForce(const std::string& fingerprint, DType dtype,
                                                         const Bucket& bucket) = 0;
-  // Returns whether a force was removed.
+  // Removes the force of exactly that scope (the whole bucket's leaves its shapes'
+  // forces). Returns whether one was removed.
   virtual absl::StatusOr<bool> RemoveForce(const std::string& fingerprint, DType dtype,
-                                           const Bucket& bucket) = 0;
+                                           const Bucket& bucket, const VerdictScope& scope) = 0;
+  // Every force of the fingerprint, exact-shape ones included.
   virtual absl::StatusOr<std::vector<Force>> ListForces(const std::string& fingerprint) = 0;
 
   virtual absl::Status PutQuarantine(const QuarantineEntry& q) = 0;
@@ -208,6 +217,10 @@ class VerdictStore {
 absl::StatusOr<std::optional<Verdict>> LoadBucketVerdicts(VerdictStore& store,
                                                           const std::string& fingerprint,
                                                           const BucketKey& key);
+
+// OK when `f`'s scope is its whole bucket or one exact shape inside it;
+// INVALID_ARGUMENT saying why otherwise. Both stores check it before writing.
+absl::Status CheckForceScope(const Force& f);
 
 // Whether `location` names a PostgreSQL store (postgresql:// or postgres://).
 bool IsPostgresUri(const std::string& location);

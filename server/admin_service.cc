@@ -88,8 +88,9 @@ std::string AdminService::DescribeForce(const Problem& p) const {
   for (const Forces::Entry& e : *forces) {
     const arbiter::Force& f = e.force;
     if (f.dtype == p.dtype && f.bucket == bucket) {
-      absl::StrAppend(&out, out.empty() ? "" : ", ", ReachName(e.reach), " force to ", f.candidate,
-                      " (\"", f.reason, "\")");
+      absl::StrAppend(&out, out.empty() ? "" : ", ", ReachName(e.reach), " force",
+                      f.scope.whole() ? "" : absl::StrCat(" at ", f.scope.ToString()), " to ",
+                      f.candidate, " (\"", f.reason, "\")");
     }
   }
   return out.empty() ? "not forced" : out;
@@ -112,7 +113,8 @@ absl::Status AdminService::DoForce(const std::string& peer, const v1::ForceReque
   }
   ASSIGN_OR_RETURN(const Reach reach, ReachFromProto(request.reach()));
   const std::string before = DescribeForce(problem);
-  absl::Status status = arbiter_.Force(problem, request.candidate(), request.reason(), reach);
+  absl::Status status = arbiter_.Force(problem, request.candidate(), request.reason(), reach,
+                                       request.exact_shape());
   if (!status.ok()) {
     spdlog::warn("admin force ({}) from {}: {} bucket {} to {} refused: {}", ReachName(reach),
                  peer, problem.ToString(), BucketOf(problem).ToString(), request.candidate(),
@@ -120,8 +122,10 @@ absl::Status AdminService::DoForce(const std::string& peer, const v1::ForceReque
     return status;
   }
   response->set_bucket(BucketOf(problem).ToString());
-  spdlog::info("admin force ({}) from {}: {} bucket {} before: {}; after: {}", ReachName(reach),
-               peer, problem.ToString(), response->bucket(), before, DescribeForce(problem));
+  if (request.exact_shape()) response->set_scope(VerdictScope::Shape(problem).ToString());
+  spdlog::info("admin force ({}{}) from {}: {} bucket {} before: {}; after: {}", ReachName(reach),
+               request.exact_shape() ? ", exact shape" : "", peer, problem.ToString(),
+               response->bucket(), before, DescribeForce(problem));
   return absl::OkStatus();
 }
 
@@ -138,11 +142,13 @@ absl::Status AdminService::DoUnforce(const std::string& peer, const v1::UnforceR
                    ProblemFromProto(request.problem(), arbiter_.options().limits));
   ASSIGN_OR_RETURN(const Reach reach, ReachFromProto(request.reach()));
   const std::string before = DescribeForce(problem);
-  ASSIGN_OR_RETURN(const bool removed, arbiter_.Unforce(problem, reach));
+  ASSIGN_OR_RETURN(const bool removed, arbiter_.Unforce(problem, reach, request.exact_shape()));
   response->set_removed(removed);
   response->set_bucket(BucketOf(problem).ToString());
-  spdlog::info("admin unforce ({}) from {}: {} bucket {} before: {}; after: {}", ReachName(reach),
-               peer, problem.ToString(), response->bucket(), before, DescribeForce(problem));
+  if (request.exact_shape()) response->set_scope(VerdictScope::Shape(problem).ToString());
+  spdlog::info("admin unforce ({}{}) from {}: {} bucket {} before: {}; after: {}",
+               ReachName(reach), request.exact_shape() ? ", exact shape" : "", peer,
+               problem.ToString(), response->bucket(), before, DescribeForce(problem));
   return absl::OkStatus();
 }
 

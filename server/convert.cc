@@ -237,6 +237,7 @@ void ToProto(const Force& f, Reach reach, v1::Force* out) {
   out->set_candidate(f.candidate);
   out->set_reason(f.reason);
   out->set_created_unix(f.created_unix);
+  out->set_scope(f.scope.ToString());
 }
 
 void ToProto(const QuarantineEntry& q, v1::QuarantineEntry* out) {

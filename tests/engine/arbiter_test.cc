@@ -72,9 +72,10 @@ class OutageStore final : public VerdictStore {
     RETURN_IF_ERROR(Up());
     return inner_->GetForce(fp, d, b);
   }
-  absl::StatusOr<bool> RemoveForce(const std::string& fp, DType d, const Bucket& b) override {
+  absl::StatusOr<bool> RemoveForce(const std::string& fp, DType d, const Bucket& b,
+                                   const VerdictScope& scope) override {
     RETURN_IF_ERROR(Up());
-    return inner_->RemoveForce(fp, d, b);
+    return inner_->RemoveForce(fp, d, b, scope);
   }
   absl::StatusOr<std::vector<Force>> ListForces(const std::string& fp) override {
     RETURN_IF_ERROR(Up());
@@ -590,6 +591,59 @@ TEST_F(ArbiterTest, ForceAndUnforce) {
   s = arbiter->Select(p_, {});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->source, VerdictSource::kMeasured);
+}
+
+TEST_F(ArbiterTest, AForceOfOneExactShapeServesThatShapeAloneBeforeItsBucketsForceAndVerdict) {
+  auto arbiter = Start(Standard());
+  ASSERT_TRUE(arbiter->Tune(p_).ok());  // the bucket's verdict: fast
+  const Problem other{DType::kF32, 32, 48, 56};
+  ASSERT_EQ(BucketOf(other), BucketOf(p_));
+  ASSERT_TRUE(arbiter->Force(p_, "vendor", "pinned at this shape", Reach::kFleet,
+                             /*exact_shape=*/true)
+                  .ok());
+  auto s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->source, VerdictSource::kForced);
+  EXPECT_EQ(s->candidate, "vendor");
+  auto rest = arbiter->Select(other, {});
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_EQ(rest->source, VerdictSource::kMeasured) << "the bucket's other shapes keep its verdict";
+  EXPECT_EQ(rest->candidate, "fast");
+
+  // Before the bucket's own force too; each is listed with its scope and removed alone.
+  ASSERT_TRUE(arbiter->Force(other, "fast", "the bucket's pin", Reach::kNode).ok());
+  EXPECT_EQ(arbiter->Select(p_, {})->candidate, "vendor");
+  EXPECT_EQ(arbiter->Select(other, {})->source, VerdictSource::kForced);
+  absl::StatusOr<std::vector<Forces::Entry>> listed = arbiter->ListForces();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  std::map<std::string, Forces::Entry> by_scope;
+  for (const Forces::Entry& e : *listed) by_scope[e.force.scope.ToString()] = e;
+  ASSERT_TRUE(by_scope.count("24x40x64") && by_scope.count(""));
+  EXPECT_EQ(by_scope.at("24x40x64").reach, Reach::kFleet);
+  EXPECT_EQ(by_scope.at("").reach, Reach::kNode);
+
+  absl::StatusOr<bool> removed = arbiter->Unforce(p_, Reach::kFleet, /*exact_shape=*/true);
+  ASSERT_TRUE(removed.ok() && *removed) << removed.status();
+  EXPECT_EQ(arbiter->Select(p_, {})->candidate, "fast") << "the bucket's force serves it again";
+  ASSERT_TRUE(arbiter->Unforce(p_, Reach::kNode).ok());
+  s = arbiter->Select(p_, {});
+  EXPECT_EQ(s->source, VerdictSource::kMeasured);
+  EXPECT_EQ(arbiter->measurements(), 1);
+}
+
+TEST_F(ArbiterTest, AnExactShapeForceSurvivesRestart) {
+  ASSERT_TRUE(Start(Standard())
+                  ->Force(p_, "vendor", "pinned at this shape", Reach::kFleet, /*exact_shape=*/true)
+                  .ok());
+  options_.tuning = TuningPolicy::kOff;
+  auto arbiter = Start(Standard());
+  auto s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->source, VerdictSource::kForced);
+  EXPECT_EQ(s->candidate, "vendor");
+  EXPECT_EQ(arbiter->Select(Problem{DType::kF32, 32, 48, 56}, {})->source,
+            VerdictSource::kTierDefault);
 }
 
 TEST_F(ArbiterTest, ForceRefusesUnknownAndNonCoveringCandidates) {

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -482,10 +483,11 @@ TYPED_TEST(VerdictStoreContractTest, ForcesArePutReplacedListedAndRemoved) {
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_EQ(listed->size(), 2u);
 
-  absl::StatusOr<bool> removed = this->store_->RemoveForce(kDevice, DType::kF16, f.bucket);
+  absl::StatusOr<bool> removed =
+      this->store_->RemoveForce(kDevice, DType::kF16, f.bucket, VerdictScope{});
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_TRUE(*removed);
-  removed = this->store_->RemoveForce(kDevice, DType::kF16, f.bucket);
+  removed = this->store_->RemoveForce(kDevice, DType::kF16, f.bucket, VerdictScope{});
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_FALSE(*removed);
   got = this->store_->GetForce(kDevice, DType::kF16, f.bucket);
@@ -499,6 +501,74 @@ TYPED_TEST(VerdictStoreContractTest, ForcesArePutReplacedListedAndRemoved) {
   listed = this->store_->ListForces(kOtherDevice);
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_EQ(listed->size(), 1u);
+}
+
+TYPED_TEST(VerdictStoreContractTest, AForceOfOneExactShapeIsKeptBesideItsBucketsAndRemovedAlone) {
+  const Problem shape{DType::kBF16, 1536, 3072, 3072};
+  Force bucket_wide;
+  bucket_wide.fingerprint = kDevice;
+  bucket_wide.dtype = shape.dtype;
+  bucket_wide.bucket = BucketOf(shape);
+  bucket_wide.candidate = "cublaslt_h2";
+  bucket_wide.reason = "the bucket's pin";
+  bucket_wide.created_unix = 1711111111;
+  Force exact = bucket_wide;
+  exact.scope = VerdictScope::Shape(shape);
+  exact.candidate = "cublas";
+  exact.reason = "measured 12% faster at this shape";
+  ASSERT_TRUE(this->store_->PutForce(bucket_wide).ok());
+  ASSERT_TRUE(this->store_->PutForce(exact).ok());
+
+  ASSERT_NO_FATAL_FAILURE(this->Reopen());
+  absl::StatusOr<std::vector<Force>> listed = this->store_->ListForces(kDevice);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  std::map<std::string, Force> by_scope;
+  for (const Force& f : *listed) by_scope[f.scope.ToString()] = f;
+  ASSERT_TRUE(by_scope.count("") && by_scope.count("1536x3072x3072"));
+  EXPECT_EQ(by_scope.at("").candidate, "cublaslt_h2");
+  EXPECT_EQ(by_scope.at("1536x3072x3072").candidate, "cublas");
+  EXPECT_EQ(by_scope.at("1536x3072x3072").bucket, bucket_wide.bucket);
+  EXPECT_EQ(by_scope.at("1536x3072x3072").dtype, DType::kBF16);
+  EXPECT_EQ(by_scope.at("1536x3072x3072").reason, exact.reason);
+  // The bucket's own force is the whole-bucket one.
+  absl::StatusOr<std::optional<Force>> got =
+      this->store_->GetForce(kDevice, shape.dtype, bucket_wide.bucket);
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status();
+  EXPECT_EQ((*got)->candidate, "cublaslt_h2");
+  EXPECT_TRUE((*got)->scope.whole());
+
+  // Removing the shape's force leaves the bucket's, and the other way round.
+  absl::StatusOr<bool> removed =
+      this->store_->RemoveForce(kDevice, shape.dtype, bucket_wide.bucket, exact.scope);
+  ASSERT_TRUE(removed.ok() && *removed) << removed.status();
+  listed = this->store_->ListForces(kDevice);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_TRUE((*listed)[0].scope.whole());
+  ASSERT_TRUE(this->store_->PutForce(exact).ok());
+  removed = this->store_->RemoveForce(kDevice, shape.dtype, bucket_wide.bucket, VerdictScope{});
+  ASSERT_TRUE(removed.ok() && *removed) << removed.status();
+  listed = this->store_->ListForces(kDevice);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].scope, exact.scope);
+}
+
+TYPED_TEST(VerdictStoreContractTest, AForceScopedToAShapeOutsideItsBucketOrToAHalfIsRefused) {
+  Force f;
+  f.fingerprint = kDevice;
+  f.dtype = DType::kF32;
+  f.bucket = BucketFor(64, 64, 64);
+  f.candidate = "tiled";
+  f.reason = "pin";
+  f.scope = VerdictScope::Shape(Problem{DType::kF32, 128, 64, 64});  // another bucket's shape
+  EXPECT_EQ(this->store_->PutForce(f).code(), absl::StatusCode::kInvalidArgument);
+  f.scope = VerdictScope::Half('m', 32, 48);
+  EXPECT_EQ(this->store_->PutForce(f).code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::vector<Force>> listed = this->store_->ListForces(kDevice);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_TRUE(listed->empty());
 }
 
 TYPED_TEST(VerdictStoreContractTest, QuarantineIsListedAndClearedByCandidate) {
@@ -751,7 +821,8 @@ TYPED_TEST(VerdictStoreContractTest, EveryChangeReachesTheOtherDaemonsSubscripti
       log.WaitFor(from_admin(StoreChange::What::kQuarantine, kDevice, std::nullopt, std::nullopt)))
       << "quarantine not pushed";
 
-  absl::StatusOr<bool> removed = admin->RemoveForce(kDevice, DType::kF32, bucket);
+  absl::StatusOr<bool> removed =
+      admin->RemoveForce(kDevice, DType::kF32, bucket, VerdictScope{});
   ASSERT_TRUE(removed.ok() && *removed) << removed.status();
   absl::StatusOr<int> cleared = admin->ClearQuarantine(kDevice, "");
   ASSERT_TRUE(cleared.ok()) << cleared.status();

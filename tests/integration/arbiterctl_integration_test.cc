@@ -110,6 +110,40 @@ TEST_F(ArbiterctlIntegrationTest, SelectThenForceThenVerdictsJson) {
   EXPECT_NE(r.out.find("removed the force"), std::string::npos) << r.out;
 }
 
+TEST_F(ArbiterctlIntegrationTest, AnExactForcePinsOneShapeIsListedWithItAndIsRemovedAlone) {
+  CtlResult r = Ctl("--json select --m 64 --n 32 --k 16 --dtype f32");  // measures the bucket
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Ctl("--json force --m 48 --n 32 --k 16 --dtype f32 --candidate cpu_reference"
+          " --reason one-shape --exact");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto forced = ParseJson<v1::ForceResponse>(r.out);
+  EXPECT_EQ(forced.scope(), "48x32x16");
+
+  r = Ctl("--json select --m 48 --n 32 --k 16 --dtype f32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto at = ParseJson<v1::SelectResponse>(r.out);
+  EXPECT_EQ(at.source(), v1::VERDICT_SOURCE_FORCED);
+  EXPECT_EQ(at.candidate(), "cpu_reference");
+  EXPECT_EQ(at.bucket(), forced.bucket());
+  r = Ctl("--json select --m 64 --n 32 --k 16 --dtype f32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ParseJson<v1::SelectResponse>(r.out).source(), v1::VERDICT_SOURCE_MEASURED)
+      << "the bucket's other shapes keep its verdict";
+
+  r = Ctl("verdicts");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("48x32x16"), std::string::npos) << "the force's shape listed:\n" << r.out;
+  r = Ctl("unforce --m 48 --n 32 --k 16 --dtype f32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("no force on"), std::string::npos) << "the bucket had none:\n" << r.out;
+  r = Ctl("unforce --m 48 --n 32 --k 16 --dtype f32 --exact");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("removed the force on"), std::string::npos) << r.out;
+  r = Ctl("--json select --m 48 --n 32 --k 16 --dtype f32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(ParseJson<v1::SelectResponse>(r.out).source(), v1::VERDICT_SOURCE_FORCED);
+}
+
 TEST_F(ArbiterctlIntegrationTest, DaemonErrorsExitOneWithTheCodeOnStderr) {
   const CtlResult r = Ctl(
       "force --m 8 --n 8 --k 8 --candidate no_such_candidate --reason testing");

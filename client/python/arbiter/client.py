@@ -171,14 +171,17 @@ class Client:
         """Buckets pinned to a candidate by force()."""
         return [results.force(f) for f in self._list_verdicts(None, None, None).forces]
 
-    def force(self, m, n, k, dtype, candidate, *, reason):
-        """Pins the bucket of (m, n, k, dtype) to a candidate, saying why; returns the bucket."""
-        request = pb.ForceRequest(problem=self._problem(m, n, k, dtype, "Force"), candidate=candidate, reason=reason)
+    def force(self, m, n, k, dtype, candidate, *, reason, exact=False):
+        """Pins the bucket of (m, n, k, dtype) to a candidate, saying why; returns the bucket.
+
+        exact=True pins that shape alone, before the bucket's force and verdicts."""
+        request = pb.ForceRequest(problem=self._problem(m, n, k, dtype, "Force"), candidate=candidate, reason=reason,
+                                  exact_shape=exact)
         return self._call("Force", self._admin.Force, request, admin=True).bucket
 
-    def unforce(self, m, n, k, dtype):
-        """Removes the force on the bucket of (m, n, k, dtype); True if there was one."""
-        request = pb.UnforceRequest(problem=self._problem(m, n, k, dtype, "Unforce"))
+    def unforce(self, m, n, k, dtype, *, exact=False):
+        """Removes the force on the bucket of (m, n, k, dtype) (exact=True: of that shape); True if there was one."""
+        request = pb.UnforceRequest(problem=self._problem(m, n, k, dtype, "Unforce"), exact_shape=exact)
         return self._call("Unforce", self._admin.Unforce, request, admin=True).removed
 
     def invalidate(self, *, candidate=None, dtype=None, shape=None, all=False):

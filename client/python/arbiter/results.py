@@ -140,6 +140,7 @@ class Force:
     candidate: str
     reason: str
     created_unix: int
+    scope: str = ""  # "" for the whole bucket, "MxNxK" for a force of that exact shape
 
 
 @dataclass
@@ -233,7 +234,7 @@ def candidate(c):
 
 
 def force(f):
-    return Force(dtype_name(f.dtype), f.bucket, f.candidate, f.reason, f.created_unix)
+    return Force(dtype_name(f.dtype), f.bucket, f.candidate, f.reason, f.created_unix, f.scope)
 
 
 def tune_outcome(p):

@@ -90,6 +90,17 @@ def test_force_then_unforce_a_bucket(admin):
     assert admin.select(48, 24, 12, "f64").source != "forced"
 
 
+def test_a_force_of_one_exact_shape_serves_that_shape_alone(admin):
+    bucket = admin.force(40, 24, 12, "f64", "cpu_reference", reason="pin this shape", exact=True)
+    assert admin.select(40, 24, 12, "f64").source == "forced"
+    assert admin.select(48, 24, 12, "f64").bucket == bucket  # same bucket, another shape
+    assert admin.select(48, 24, 12, "f64").source != "forced"
+    assert [(f.scope, f.candidate) for f in admin.forces()] == [("40x24x12", "cpu_reference")]
+    assert admin.unforce(40, 24, 12, "f64") is False  # the bucket has no force of its own
+    assert admin.unforce(40, 24, 12, "f64", exact=True) is True
+    assert admin.select(40, 24, 12, "f64").source != "forced"
+
+
 def test_invalidate_removes_verdicts_so_they_are_measured_again(admin):
     admin.tune([(100, 9, 9)], "f16", progress=False)
     assert admin.select(100, 9, 9, "f16").source == "measured"
