@@ -10,7 +10,7 @@
 # There (the device tool, carrying .device-bench):
 #   bench/device_run.sh run .device-bench "$OUT"
 # runs every section under section budgets (env: KERNELS_S, SELECTION_S,
-# SERVICE_S, TOTAL_S), writes $OUT/results.tar.gz (the results folder: CSV,
+# TRANSFER_S, SERVICE_S, TOTAL_S), writes $OUT/results.tar.gz (the results folder: CSV,
 # method, README.md), $OUT/bench.log, and prints the summary table last.
 #
 # Back here: tar -xzf <files_at>/results.tar.gz -C bench/results/ (it unpacks as
@@ -59,7 +59,8 @@ case $mode in
     timeout "${TOTAL_S:-480}" "$bundle/bin/arbiter-bench" --backend=cuda --out="$res" \
       --arbiterd="$bundle/bin/arbiterd" --shapes="$bundle/transformer-shapes.txt" \
       --clocks_file="$res/clocks.txt" --kernels_budget_s="${KERNELS_S:-180}" \
-      --selection_budget_s="${SELECTION_S:-120}" --service_seconds="${SERVICE_S:-2}" \
+      --selection_budget_s="${SELECTION_S:-120}" --transfer_budget_s="${TRANSFER_S:-150}" \
+      --service_seconds="${SERVICE_S:-2}" \
       --min_samples=10 --max_samples=100 --device_budget_s=0.5 --wall_budget_s=1 \
       ${BENCH_ARGS:-} > "$out/bench.log" 2>&1
     rc=$?

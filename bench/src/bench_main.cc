@@ -36,8 +36,8 @@
 #include "engine/verdict_store.h"
 
 ABSL_FLAG(std::string, backend, "auto", "cpu, cuda, or auto (cuda where a GPU is visible)");
-ABSL_FLAG(std::string, sections, "kernels,selection,service,tuning",
-          "comma list of: kernels, selection, service, tuning");
+ABSL_FLAG(std::string, sections, "kernels,selection,transfer,service,tuning",
+          "comma list of: kernels, selection, transfer, service, tuning");
 ABSL_FLAG(std::string, grid, "", "kernel grid: full, small or tiny (default full on cuda, small on cpu)");
 ABSL_FLAG(std::string, dtype, "", "kernel grid dtype (default bf16 on cuda, f32 on cpu)");
 ABSL_FLAG(std::string, shapes, "",
@@ -47,7 +47,9 @@ ABSL_FLAG(std::string, out, "", "results folder (default bench/results/<backend>
 ABSL_FLAG(double, max_gflop, 0, "skip shapes of more GFLOP (0: none skipped)");
 ABSL_FLAG(double, kernels_budget_s, 0, "kernels: start no new shape after this many seconds (0: none)");
 ABSL_FLAG(double, selection_budget_s, 0, "selection: start no new shape after this many seconds");
-ABSL_FLAG(bool, transfer, true, "selection: also serve each bucket at shapes it was not measured at");
+ABSL_FLAG(double, transfer_budget_s, 0, "transfer: start no new shape after this many seconds");
+ABSL_FLAG(bool, transfer_issue_table, true,
+          "transfer: on cuda, also the buckets and shapes of issue 11's table (bf16), first");
 ABSL_FLAG(bool, second_run, true, "kernels: measure every shape twice to show the runs agree");
 ABSL_FLAG(int, warmup, 1, "untimed interleaved rounds before sampling");
 ABSL_FLAG(int, min_samples, 5, "timed samples per candidate at least");
@@ -162,6 +164,13 @@ std::vector<double> Column(const Table& t, const std::string& name) {
   return out;
 }
 
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 double Max(const std::vector<double>& v) {
   double m = 0;
   for (double x : v) m = std::max(m, x);
@@ -223,9 +232,11 @@ int main(int argc, char** argv) {
   }
   std::map<std::string, bool> sections;
   for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sections), ',', absl::SkipEmpty())) {
-    if (s != "kernels" && s != "selection" && s != "service" && s != "tuning") {
+    if (s != "kernels" && s != "selection" && s != "transfer" && s != "service" &&
+        s != "tuning") {
       Die(absl::InvalidArgumentError(absl::StrCat(
-          "--sections: expected kernels, selection, service and/or tuning, got \"", s, "\"")));
+          "--sections: expected kernels, selection, transfer, service and/or tuning, got \"", s,
+          "\"")));
     }
     sections[std::string(s)] = true;
   }
@@ -259,10 +270,11 @@ int main(int argc, char** argv) {
     if (auto s = kernels->WriteCsv(out + "/kernels.csv"); !s.ok()) Die(s);
   }
 
-  // Selection.
-  std::optional<SelectionTables> selection;
+  // Selection and transfer, over the shape list.
+  std::optional<Table> selection, transfer;
   std::string shapes_path, shapes_hash;
-  if (sections["selection"]) {
+  ShapeList list;
+  if (sections["selection"] || sections["transfer"]) {
     shapes_path = absl::GetFlag(FLAGS_shapes);
     if (shapes_path.empty()) {
       for (const char* p : {"../shared/eval/transformer-shapes.txt",
@@ -277,22 +289,37 @@ int main(int argc, char** argv) {
             "selection: no --shapes given and ../shared/eval/transformer-shapes.txt not found"));
       }
     }
-    ShapeList list = OrDie(ReadShapeList(shapes_path));
+    list = OrDie(ReadShapeList(shapes_path));
     shapes_hash = list.hash;
-    // The engine under test, on a backend of its own: the one arbiterd runs.
+  }
+  // The engine under test, on a backend of its own with an in-memory store: the
+  // one arbiterd runs, under the daemon's sync policy.
+  auto engine = [&](ArbiterObserver* observer) {
     BenchDevice engine_dev = OrDie(OpenDevice(kind, absl::GetFlag(FLAGS_cpu_threads)));
     ArbiterOptions ao;
     ao.tuning = TuningPolicy::kSync;
     ao.measure = options.measure;
-    std::unique_ptr<Arbiter> serving = OrDie(Arbiter::Create(
-        ao, std::move(engine_dev.backend), std::move(engine_dev.registry),
-        OrDie(VerdictStore::Open(":memory:"))));
+    std::unique_ptr<Arbiter> a = OrDie(Arbiter::Create(ao, std::move(engine_dev.backend),
+                                                       std::move(engine_dev.registry),
+                                                       OrDie(VerdictStore::Open(":memory:"))));
+    if (observer != nullptr) a->set_observer(observer);
+    return a;
+  };
+  if (sections["selection"]) {
     SectionOptions so = options;
     so.budget_seconds = absl::GetFlag(FLAGS_selection_budget_s);
-    selection = OrDie(RunSelection(dev, *serving, list.shapes, so, rates,
-                                   absl::GetFlag(FLAGS_transfer), &skipped));
-    if (auto s = selection->selection.WriteCsv(out + "/selection.csv"); !s.ok()) Die(s);
-    if (auto s = selection->transfer.WriteCsv(out + "/transfer.csv"); !s.ok()) Die(s);
+    selection = OrDie(RunSelection(dev, *engine(nullptr), list.shapes, so, rates, &skipped));
+    if (auto s = selection->WriteCsv(out + "/selection.csv"); !s.ok()) Die(s);
+  }
+  if (sections["transfer"]) {
+    std::vector<TransferGroup> groups;
+    if (gpu && absl::GetFlag(FLAGS_transfer_issue_table)) groups = IssueTransferGroups();
+    for (TransferGroup& g : TransferGroups(list.shapes)) groups.push_back(std::move(g));
+    TuningTally tally;
+    SectionOptions to = options;
+    to.budget_seconds = absl::GetFlag(FLAGS_transfer_budget_s);
+    transfer = OrDie(RunTransfer(dev, *engine(&tally), tally, groups, to, &skipped));
+    if (auto s = transfer->WriteCsv(out + "/transfer.csv"); !s.ok()) Die(s);
   }
 
   // Service.
@@ -430,19 +457,59 @@ int main(int argc, char** argv) {
     summary.Add({"kernels: second run within spread", absl::StrCat(agree, " of ", compared)});
   }
   if (selection) {
-    const std::vector<double> regret = Column(selection->selection, "regret");
-    const std::vector<double> vendor = Column(selection->selection, "vendor_vs_best");
-    const std::vector<double> tier = Column(selection->selection, "tier_vs_best");
-    const std::vector<double> transfer = Column(selection->transfer, "regret");
-    summary.Add({"selection: shapes", absl::StrCat(selection->selection.rows().size())});
+    const std::vector<double> regret = Column(*selection, "regret");
+    const std::vector<double> vendor = Column(*selection, "vendor_vs_best");
+    const std::vector<double> tier = Column(*selection, "tier_vs_best");
+    summary.Add({"selection: shapes", absl::StrCat(selection->rows().size())});
     summary.Add({"selection: served / best (geomean, worst)",
                  absl::StrCat(Fixed(GeoMean(regret), 3), ", ", Fixed(Max(regret), 3))});
     summary.Add({absl::StrCat("selection: ", dev.vendor, " alone / best (geomean, worst)"),
                  absl::StrCat(Fixed(GeoMean(vendor), 3), ", ", Fixed(Max(vendor), 3))});
     summary.Add({"selection: tier default / best (geomean, worst)",
                  absl::StrCat(Fixed(GeoMean(tier), 3), ", ", Fixed(Max(tier), 3))});
-    summary.Add({"transfer: served / best (geomean, worst)",
-                 absl::StrCat(Fixed(GeoMean(transfer), 3), ", ", Fixed(Max(transfer), 3))});
+  }
+  if (transfer) {
+    const std::vector<double> before = Column(*transfer, "regret_before");
+    const std::vector<double> after = Column(*transfer, "regret_after");
+    const int within = static_cast<int>(
+        std::count_if(after.begin(), after.end(), [](double r) { return r <= 1.03; }));
+    // Refinement cost per shape, at dims <= 4096 (the issue's goal) and overall.
+    std::vector<double> device_small, wall_small, device_all, wall_all;
+    const std::vector<std::string>& cols = transfer->columns();
+    auto col = [&](const char* n) {
+      return static_cast<size_t>(std::find(cols.begin(), cols.end(), n) - cols.begin());
+    };
+    for (const auto& r : transfer->rows()) {
+      double device, wall, max_dim;
+      if (!absl::SimpleAtod(r[col("refine_device_s")], &device) ||
+          !absl::SimpleAtod(r[col("refine_wall_s")], &wall) ||
+          !absl::SimpleAtod(r[col("max_dim")], &max_dim)) {
+        continue;
+      }
+      device_all.push_back(device * 1e3);
+      wall_all.push_back(wall * 1e3);
+      if (max_dim <= 4096) {
+        device_small.push_back(device * 1e3);
+        wall_small.push_back(wall * 1e3);
+      }
+    }
+    auto median_worst = [](const std::vector<double>& v, int digits) {
+      return absl::StrCat(Fixed(Median(v), digits), ", ", Fixed(Max(v), digits));
+    };
+    summary.Add({"transfer: shapes served from a bucket measured elsewhere",
+                 absl::StrCat(transfer->rows().size())});
+    summary.Add({"transfer: before refinement, served / best (geomean, worst)",
+                 absl::StrCat(Fixed(GeoMean(before), 3), ", ", Fixed(Max(before), 3))});
+    summary.Add({"transfer: after refinement, served / best (geomean, worst)",
+                 absl::StrCat(Fixed(GeoMean(after), 3), ", ", Fixed(Max(after), 3))});
+    summary.Add({"transfer: after refinement, shapes within 1.03 of best",
+                 absl::StrCat(within, " of ", after.size())});
+    summary.Add({"transfer: refinement device ms per shape, dims <= 4096 (median, worst)",
+                 median_worst(device_small, 2)});
+    summary.Add({"transfer: refinement wall ms per shape, dims <= 4096 (median, worst)",
+                 median_worst(wall_small, 1)});
+    summary.Add({"transfer: refinement device ms per shape, all (median, worst)",
+                 median_worst(device_all, 2)});
   }
   if (service) {
     for (const auto& r : service->rpc.rows()) {
@@ -483,11 +550,25 @@ int main(int argc, char** argv) {
   }
   if (selection) {
     page << "## Selection\n\n![served / floor per shape](selection_floor.png)\n\n"
-         << selection->selection.Markdown({"dtype", "m", "n", "k", "served", "best",
-                                           "tier_default", "regret", "vendor_vs_best",
-                                           "tier_vs_best", "served_vs_floor"})
-         << "\n### Transfer (bucket measured at one M, served at another)\n\n"
-         << selection->transfer.Markdown() << "\n";
+         << selection->Markdown({"dtype", "m", "n", "k", "served", "best", "tier_default",
+                                 "regret", "vendor_vs_best", "tier_vs_best", "served_vs_floor"})
+         << "\n";
+  }
+  if (transfer) {
+    page << "## Transfer\n\nEach bucket measured at one shape (`measured_at`, a store holding "
+            "nothing else), then served at other shapes of the same bucket: `served_before` is "
+            "what the bucket's verdict serves there, `regret_before` its time over the best of "
+            "every candidate timed at that shape. Then each shape is tuned - refined among the "
+            "bucket verdict's leaders, which may split the bucket - and served again "
+            "(`served_after`, from the verdict `scope_after`; `regret_after` against the same "
+            "best). `refine_device_s` is the device time of the refinement's timed samples "
+            "(every race it ran, a split's included), `refine_wall_s` the wall time of the tune "
+            "(setup, oracle and determinism checks included).\n\n"
+         << transfer->Markdown({"origin", "dtype", "measured_at", "served_at", "served_before",
+                                "best", "regret_before", "served_after", "scope_after",
+                                "regret_after", "refine_races", "refine_device_s",
+                                "refine_wall_s"})
+         << "\n";
   }
   if (service) {
     page << "## Service\n\n![end to end / in-process](service_e2e.png)\n\n"

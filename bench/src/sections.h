@@ -3,20 +3,27 @@
 //               and the shape's floor, all from the same run;
 //   selection - what the engine serves for each listed shape against the
 //               exhaustive best measured at that exact shape (regret), the
-//               vendor alone and the tier default; and transfer: a bucket
-//               measured at one end and served at its other shapes.
+//               vendor alone and the tier default;
+//   transfer  - a bucket's verdict measured at one shape and served at others
+//               of the bucket (regret against each one's exhaustive best),
+//               then the same shapes after refinement gave each its own
+//               verdict, with what the refinement cost.
 // Candidates are the registry's; each is checked by the oracle on poisoned
 // output (and its determinism claim) before it is timed - the Measurer's phases.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
+
+#include "absl/synchronization/mutex.h"
 
 #include "bench/src/bench_device.h"
 #include "bench/src/shapes.h"
 #include "bench/src/table.h"
 #include "engine/arbiter.h"
 #include "engine/measurer.h"
+#include "engine/observer.h"
 
 namespace arbiter::bench {
 
@@ -49,16 +56,65 @@ absl::StatusOr<Table> RunKernels(BenchDevice& dev, const std::vector<BenchShape>
                                  const SectionOptions& options, Rates* rates,
                                  std::vector<std::string>* skipped);
 
-struct SelectionTables {
-  Table selection{std::vector<std::string>{}};
-  Table transfer{std::vector<std::string>{}};
+// Every covering candidate timed at exactly one shape, by name; the fastest in `best`.
+struct Exhaustive {
+  std::map<std::string, double> seconds;  // timed candidates only
+  std::string best;
+  double best_seconds = -1;
+  double Time(const std::string& name) const;  // -1 when not timed
+};
+absl::StatusOr<Exhaustive> MeasureAll(BenchDevice& dev, const Problem& p,
+                                      const MeasureOptions& measure);
+// num / den to three decimals; "" unless both are positive.
+std::string Ratio(double num, double den);
+
+// Selection: `serving` is the engine under test (its own backend, its own
+// store); `dev` measures the exhaustive figures.
+absl::StatusOr<Table> RunSelection(BenchDevice& dev, Arbiter& serving,
+                                   const std::vector<BenchShape>& shapes,
+                                   const SectionOptions& options, const Rates& rates,
+                                   std::vector<std::string>* skipped);
+
+// Every race the engine ran since the last Take: how many, their device time
+// (the timed samples) and their wall time. Installed as the engine's observer.
+class TuningTally final : public ArbiterObserver {
+ public:
+  struct Sum {
+    int races = 0;
+    double device_seconds = 0;
+    double wall_seconds = 0;
+  };
+  void OnTuning(const Problem&, const Verdict& v, double wall_seconds) override;
+  // What was counted since the last Take, and starts again from zero.
+  Sum Take();
+
+ private:
+  absl::Mutex mu_;
+  Sum sum_ ABSL_GUARDED_BY(mu_);
 };
 
-// Selection and transfer: `serving` is the engine under test (its own backend);
-// `dev` measures the exhaustive figures.
-absl::StatusOr<SelectionTables> RunSelection(BenchDevice& dev, Arbiter& serving,
-                                             const std::vector<BenchShape>& shapes,
-                                             const SectionOptions& options, const Rates& rates,
-                                             bool transfer, std::vector<std::string>* skipped);
+// A bucket measured at one shape and served at others of the same bucket.
+struct TransferGroup {
+  Problem measured;
+  std::vector<Problem> served;
+  std::string origin;  // where the group comes from: "list" or "issue 11"
+};
+
+// The groups for a shape list: each bucket the list touches, measured at its
+// first shape there, served at the list's other shapes of that bucket and at
+// the bucket's BucketGrid.
+std::vector<TransferGroup> TransferGroups(const std::vector<BenchShape>& shapes);
+// The groups of issue 11's table (bf16 on the H200): measured and served shapes.
+std::vector<TransferGroup> IssueTransferGroups();
+
+// Transfer, before and after refinement. For each group, on `engine` (its store
+// emptied first: Invalidate all): the bucket is tuned at `measured`; each served
+// shape is selected (served from the bucket's verdict: "before") and measured
+// exhaustively on `dev`; then each is tuned (refined: raced among the bucket
+// verdict's leaders, maybe splitting the bucket) and selected again ("after").
+// `tally` must be `engine`'s observer. One row per served shape.
+absl::StatusOr<Table> RunTransfer(BenchDevice& dev, Arbiter& engine, TuningTally& tally,
+                                  const std::vector<TransferGroup>& groups,
+                                  const SectionOptions& options, std::vector<std::string>* skipped);
 
 }  // namespace arbiter::bench

@@ -134,4 +134,18 @@ std::vector<int64_t> BucketEnds(int64_t d) {
   return {distinct.begin(), distinct.end()};
 }
 
+std::vector<Problem> BucketGrid(const Problem& p) {
+  const std::vector<int64_t> ms = BucketEnds(p.m), ns = BucketEnds(p.n), ks = BucketEnds(p.k);
+  auto at = [](const std::vector<int64_t>& ends, size_t i) {
+    return ends[std::min(i, ends.size() - 1)];
+  };
+  std::vector<Problem> out;
+  for (size_t i = 0; i < 3; ++i) {
+    const Problem q{p.dtype, at(ms, i), at(ns, i), at(ks, i)};
+    if (q == p || std::find(out.begin(), out.end(), q) != out.end()) continue;
+    out.push_back(q);
+  }
+  return out;
+}
+
 }  // namespace arbiter::bench

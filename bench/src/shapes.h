@@ -36,4 +36,8 @@ absl::StatusOr<ShapeList> ReadShapeList(const std::string& path);
 // (same power-of-two range and alignment class), distinct and sorted.
 std::vector<int64_t> BucketEnds(int64_t d);
 
+// Shapes of `p`'s bucket near its low end, middle and high end (each dimension
+// at its BucketEnds in step), distinct, `p` itself left out.
+std::vector<Problem> BucketGrid(const Problem& p);
+
 }  // namespace arbiter::bench

@@ -27,8 +27,24 @@ for shape in "32,32,32" "64,64,64" "1,64,64" "8,64,64" "33,17,65"; do
 done
 # The three listed shapes each have a served candidate and a best.
 (( $(tail -n +2 "$out/selection.csv" | wc -l) == 3 )) || fail "selection.csv: want 3 rows"
-# 40 and 64 share M's bucket class: transfer rows exist.
-(( $(tail -n +2 "$out/transfer.csv" | wc -l) >= 2 )) || fail "transfer.csv: want >= 2 rows"
+# Transfer: each bucket the list touches (40x48x64 and 64x48x64 share one) served at shapes it
+# was not measured at, before and after refinement, each row with both regrets and the
+# refinement's races; the summary carries the before/after lines.
+"$python" - "$out/transfer.csv" <<'PY' || fail "transfer.csv: want rows with both regrets"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+served = {(r["measured_at"], r["served_at"]) for r in rows}
+assert ("40x48x64", "64x48x64") in served, served           # the list's other shape of the bucket
+assert ("40x48x64", "56x56x56") in served, served           # the bucket's middle
+assert ("33x17x65", "63x31x127") in served, served          # the other bucket's high end
+for r in rows:
+    assert r["measured_at"] != r["served_at"], r
+    assert float(r["regret_before"]) >= 1.0 and float(r["regret_after"]) >= 1.0, r
+    assert int(r["refine_races"]) >= 1 and r["scope_after"], r
+PY
+grep -q "transfer: before refinement" "$out/summary.csv" || fail "summary: no transfer before line"
+grep -q "transfer: after refinement, shapes within 1.03" "$out/summary.csv" \
+  || fail "summary: no transfer after line"
 for key in device date commit timer warmup repeats cold_cache peak_tflops copy_bandwidth_gbs shapes; do
   grep -q "^$key," "$out/method.csv" || fail "method.csv lacks $key"
 done
