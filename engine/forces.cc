@@ -38,6 +38,7 @@ std::vector<Force> Forces::For(const Problem& p) {
   const BucketKey bucket = BucketKeyOf(p);
   std::vector<Force> out;
   absl::MutexLock lock(&mu_);
+  if (node_.empty() && fleet_.empty()) return out;  // the usual case: no text built
   for (const Key& key : {Key{bucket, VerdictScope::Shape(p).ToString()}, Key{bucket, ""}}) {
     if (auto it = node_.find(key); it != node_.end()) out.push_back(it->second);
     if (auto it = fleet_.find(key); it != fleet_.end()) out.push_back(it->second);
