@@ -94,7 +94,13 @@ absl::StatusOr<std::vector<Measurement>> Measurer::Measure(
   const GemmArgs args{p, a->data(), b->data(), c->data(), &stream_};
   double best_median = 0;
   std::vector<Measurement> out;
+  // The bucket budget covers the candidates' runs, not preparing operands and
+  // reference; the first candidate always gets at least one timed sample.
+  started_ = Clock::now();
+  yielded_ = Clock::duration::zero();
+  bool launched = false;
   for (const RegisteredCandidate* rc : candidates) {
+    RETURN_IF_ERROR(Checkpoint());
     Measurement meas;
     CandidateResult& r = meas.result;
     r.name = rc->spec.name;
@@ -104,12 +110,28 @@ absl::StatusOr<std::vector<Measurement>> Measurer::Measure(
     if (member == nullptr) {
       r.state = ResultState::kUnmeasured;
       r.reason = absl::StrCat("no ", DTypeName(p.dtype), " entry point");
+    } else if (launched && BucketBudgetSpent()) {
+      r.determinism = member->contract.determinism;
+      r.state = ResultState::kUnmeasured;
+      r.reason = absl::StrFormat("the bucket's budget (%gs holding the device) was spent before its turn",
+                                 options_.bucket_budget_seconds);
     } else {
       r.determinism = member->contract.determinism;
       std::vector<uint8_t> first;
-      if (PassesOracle(*member, args, *c, ref, &r, &first) &&
-          HoldsDeterminismClaims(*member, args, *c, first, &meas)) {
-        TimeOnDevice(*member, args, best_median, &r);
+      launched = true;
+      Launching(rc->spec, "oracle");
+      if (!PassesOracle(*member, args, *c, ref, &r, &first)) {
+        out.push_back(std::move(meas));
+        continue;
+      }
+      RETURN_IF_ERROR(Checkpoint());
+      const bool rerun = options_.check_determinism && r.determinism >= Determinism::kRunToRun;
+      if (rerun) Launching(rc->spec, "determinism");
+      const bool holds = HoldsDeterminismClaims(*member, args, *c, first, &meas);
+      if (rerun) RETURN_IF_ERROR(Checkpoint());
+      if (holds) {
+        Launching(rc->spec, "timing");
+        RETURN_IF_ERROR(TimeOnDevice(*member, args, best_median, &r));
         if (r.timed() && (best_median == 0 || r.median_seconds < best_median)) {
           best_median = r.median_seconds;
         }
@@ -118,6 +140,23 @@ absl::StatusOr<std::vector<Measurement>> Measurer::Measure(
     out.push_back(std::move(meas));
   }
   return out;
+}
+
+void Measurer::Launching(const CandidateSpec& candidate, std::string_view phase) {
+  if (hooks_ != nullptr) hooks_->Launching(candidate, phase);
+}
+
+absl::Status Measurer::Checkpoint() {
+  if (hooks_ == nullptr) return absl::OkStatus();
+  const Clock::time_point t0 = Clock::now();
+  absl::Status s = hooks_->Checkpoint();
+  yielded_ += Clock::now() - t0;
+  return s;
+}
+
+bool Measurer::BucketBudgetSpent() const {
+  const double held = std::chrono::duration<double>(Clock::now() - started_ - yielded_).count();
+  return held >= options_.bucket_budget_seconds;
 }
 
 bool Measurer::PassesOracle(const CandidateMember& member, const GemmArgs& args, Buffer& c,
@@ -183,8 +222,8 @@ bool Measurer::HoldsDeterminismClaims(const CandidateMember& member, const GemmA
   return true;
 }
 
-void Measurer::TimeOnDevice(const CandidateMember& member, const GemmArgs& args,
-                            double best_median, CandidateResult* r) {
+absl::Status Measurer::TimeOnDevice(const CandidateMember& member, const GemmArgs& args,
+                                    double best_median, CandidateResult* r) {
   absl::Status run_status;
   for (int i = 0; i < options_.warmup_runs && run_status.ok(); ++i) {
     run_status = member.run(args);
@@ -208,6 +247,11 @@ void Measurer::TimeOnDevice(const CandidateMember& member, const GemmArgs& args,
     const SampleStats st = Summarize(samples);
     const double spent = SecondsSince(t0);  // wall time: the budget covers sampling overheads too
     if (st.count >= options_.min_samples && st.spread <= options_.stable_spread) break;
+    if (BucketBudgetSpent()) {
+      stopped = absl::StrFormat("the bucket's budget (%gs holding the device) was spent after %d samples",
+                                options_.bucket_budget_seconds, st.count);
+      break;
+    }
     if (st.count >= options_.min_samples && spent > options_.budget_seconds) {
       stopped = "time budget spent before the median was stable";
       break;
@@ -221,11 +265,12 @@ void Measurer::TimeOnDevice(const CandidateMember& member, const GemmArgs& args,
       stopped = "hard time limit reached";
       break;
     }
+    RETURN_IF_ERROR(Checkpoint());  // the sample is complete: nothing in flight
   }
   if (!run_status.ok()) {
     r->state = ResultState::kError;
     r->reason = absl::StrCat("timing failed: ", run_status.ToString());
-    return;
+    return absl::OkStatus();
   }
   const SampleStats st = Summarize(samples);
   r->state = ResultState::kTimed;
@@ -233,6 +278,7 @@ void Measurer::TimeOnDevice(const CandidateMember& member, const GemmArgs& args,
   r->spread = st.spread;
   r->samples = st.count;
   r->reason = stopped;
+  return absl::OkStatus();
 }
 
 }  // namespace arbiter

@@ -7,10 +7,17 @@
 // A candidate that fails, errors or cannot be timed is recorded with its state
 // and reason - never as a latency.
 //
+// The caller may pass MeasureHooks: told which candidate is about to launch
+// (before any of its kernels runs in each phase) and asked, between candidates
+// and between timed repeats, whether to go on. A measurement that holds the
+// stream longer than its bucket budget stops there and records what it has.
+//
 // Not thread-safe: one Measurer per worker stream.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "engine/backend.h"
@@ -26,6 +33,11 @@ struct MeasureOptions {
   double stable_spread = 0.02;      // stop once IQR/median of the samples is below this
   double budget_seconds = 2.0;      // per candidate: stop sampling once this much wall time
                                     // has passed (samples are device time; the budget is not)
+  double bucket_budget_seconds = 30.0;  // all candidates of a bucket: time holding the stream
+                                        // from the first launch, less time yielded in
+                                        // MeasureHooks::Checkpoint; once spent, the candidate
+                                        // being timed keeps its samples (at least one) and the
+                                        // rest are unmeasured with the reason
   bool cold_cache = true;           // flush the last-level cache before each sample
   uint64_t seed = 0;                // operand seed; 0 picks a fresh one per measurement
   bool check_determinism = true;    // rerun to check run_to_run / batch_invariant claims
@@ -46,10 +58,28 @@ struct Measurement {
   bool claim_violation = false;
 };
 
+// What the measurer tells its caller, and asks it, as it goes. Called on the
+// measuring thread.
+class MeasureHooks {
+ public:
+  virtual ~MeasureHooks() = default;
+  // Before the first kernel of `candidate` in `phase` ("oracle", "determinism",
+  // "timing") is launched. The candidate named last is the one whose kernels may
+  // be running until the next call or the end of Measure.
+  virtual void Launching(const CandidateSpec& candidate, std::string_view phase) = 0;
+  // Between candidates and between timed repeats, with no kernel in flight on
+  // the stream: a non-OK status stops the measurement and Measure returns it
+  // (nothing is recorded). May block (e.g. while queued dispatches use the
+  // stream); that time does not count against the bucket budget.
+  virtual absl::Status Checkpoint() = 0;
+};
+
 class Measurer {
  public:
-  Measurer(Backend& backend, Stream& stream, const MeasureOptions& options)
-      : backend_(backend), stream_(stream), options_(options) {}
+  // `hooks` (may be null) must outlive the Measurer.
+  Measurer(Backend& backend, Stream& stream, const MeasureOptions& options,
+           MeasureHooks* hooks = nullptr)
+      : backend_(backend), stream_(stream), options_(options), hooks_(hooks) {}
   Measurer(const Measurer&) = delete;
   Measurer& operator=(const Measurer&) = delete;
 
@@ -71,12 +101,23 @@ class Measurer {
   // Phase 3: warm-up, then device-timed samples until stable or out of budget;
   // sets r to kTimed with the figures, or kError. `best_median` (0: none yet) is
   // the fastest median so far: a candidate far slower stops sampling early.
-  void TimeOnDevice(const CandidateMember& member, const GemmArgs& args, double best_median,
-                    CandidateResult* r);
+  // A non-OK return is a checkpoint's: the measurement stops.
+  absl::Status TimeOnDevice(const CandidateMember& member, const GemmArgs& args,
+                            double best_median, CandidateResult* r);
+
+  // MeasureHooks::Launching, when there are hooks.
+  void Launching(const CandidateSpec& candidate, std::string_view phase);
+  // MeasureHooks::Checkpoint (time spent in it is not held), when there are hooks.
+  absl::Status Checkpoint();
+  // Whether the bucket budget is spent: time since Measure began, less checkpoints.
+  bool BucketBudgetSpent() const;
 
   Backend& backend_;
   Stream& stream_;
   MeasureOptions options_;
+  MeasureHooks* hooks_;
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::duration yielded_{};  // time spent in checkpoints
 };
 
 // Random operand values: N(0,1) scaled by 0.5, rounded to the dtype, never all zero.
