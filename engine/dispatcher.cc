@@ -30,15 +30,15 @@ absl::Status CheckOperandSizes(const Problem& p, size_t a_bytes, size_t b_bytes)
 }
 
 absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection& sel,
-                                               const Deadline& deadline, const void* a,
+                                               const CallContext& caller, const void* a,
                                                const void* b) {
   const CandidateMember* member = sel.member;
   if (member == nullptr) {
     return absl::InternalError(absl::StrCat("selected candidate ", sel.candidate, " has no ",
                                             DTypeName(p.dtype), " entry point"));
   }
-  ASSIGN_OR_RETURN(StreamPool::Lease stream, streams_.Acquire(/*bounded=*/true));
-  RETURN_IF_ERROR(CheckDeadline(deadline, "while selecting or queued for a device stream"));
+  ASSIGN_OR_RETURN(StreamPool::Lease stream, streams_.Acquire(/*bounded=*/true, caller));
+  RETURN_IF_ERROR(CheckDeadline(caller.deadline, "while selecting or queued for a device stream"));
   absl::StatusOr<DispatchResult> result = [&]() -> absl::StatusOr<DispatchResult> {
     ASSIGN_OR_RETURN(std::unique_ptr<Buffer> da, backend_.Allocate(p.a_bytes()));
     ASSIGN_OR_RETURN(std::unique_ptr<Buffer> db, backend_.Allocate(p.b_bytes()));

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/call_context.h"
 #include "engine/observer.h"
 #include "engine/problem.h"
 #include "engine/quarantine.h"
@@ -28,8 +29,6 @@
 #include "engine/verdict_cache.h"
 
 namespace arbiter {
-
-using Deadline = std::optional<std::chrono::system_clock::time_point>;
 
 struct DispatchResult {
   std::vector<uint8_t> c;
@@ -62,11 +61,11 @@ class Dispatcher {
   void set_observer(ArbiterObserver* observer) { observer_ = observer; }
 
   // Runs `selection` (which names its member) on `p` with host operands `a` and
-  // `b`, whose sizes the caller checked. Not started (DEADLINE_EXCEEDED) when
-  // `deadline` passed while waiting for a stream; RESOURCE_EXHAUSTED when the
-  // queue for streams is full.
+  // `b`, whose sizes the caller checked. Not started - and out of the queue at
+  // once - when `caller` stops waiting for a stream (DEADLINE_EXCEEDED or
+  // CANCELLED); RESOURCE_EXHAUSTED when the queue for streams is full.
   absl::StatusOr<DispatchResult> Run(const Problem& p, const Selection& selection,
-                                     const Deadline& deadline, const void* a, const void* b);
+                                     const CallContext& caller, const void* a, const void* b);
 
  private:
   // Every (1/verify_fraction)-th dispatch: an exact, testable rate.

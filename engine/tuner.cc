@@ -1,18 +1,121 @@
 #include "engine/tuner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
-#include <chrono>
-#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/selection_policy.h"
 #include "spdlog/spdlog.h"
 
 namespace arbiter {
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t NowUnix() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+absl::Status ShuttingDown(const BucketKey& key) {
+  return absl::UnavailableError(
+      absl::StrCat("arbiterd is shutting down: ", key.ToString(), " is not measured"));
+}
+
+}  // namespace
+
+// One bucket to measure, however many callers asked for it.
+struct Tuner::Job {
+  Problem problem;   // the shape measured: the first caller's
+  BucketKey key;
+  std::string peer;  // charged for it (empty: nobody)
+  int waiters = 0;           // synchronous callers waiting for its verdict
+  bool background = false;   // measured even if nobody waits
+  bool running = false;
+  bool done = false;
+  bool drop = false;         // nobody wants it any more: stop at the next checkpoint
+  bool stopped = false;      // it was stopped because of `drop` or shutdown
+  absl::StatusOr<Verdict> result = absl::UnknownError("not measured yet");
+};
+
+// The measurer's hooks for one measurement: journal and watchdog before each
+// launch; health, drop and yielding the stream at each checkpoint.
+class Tuner::Hooks final : public MeasureHooks {
+ public:
+  Hooks(Tuner& tuner, std::shared_ptr<Job> job, StreamPool::Lease& lease, CallContext context)
+      : tuner_(tuner), job_(std::move(job)), lease_(lease), context_(std::move(context)) {}
+
+  void Launching(const CandidateSpec& candidate, std::string_view phase) override {
+    Intent intent{candidate.name, candidate.version, job_->problem, std::string(phase), "",
+                  static_cast<int64_t>(::getpid()), NowUnix()};
+    if (tuner_.journal_ != nullptr && !(last_ && last_->candidate == intent.candidate &&
+                                        last_->phase == intent.phase)) {
+      if (absl::Status s = tuner_.journal_->Record(intent); !s.ok()) {
+        spdlog::warn("tuning intent not recorded: {}", s.ToString());
+      }
+    }
+    last_ = intent;
+    absl::MutexLock lock(&tuner_.watch_mu_);
+    tuner_.watched_ = std::move(intent);
+    tuner_.progress_ = Clock::now();
+  }
+
+  absl::Status Checkpoint() override {
+    std::optional<Intent> watched;
+    {
+      absl::MutexLock lock(&tuner_.watch_mu_);
+      tuner_.progress_ = Clock::now();
+      // Not watched while lending the stream: waiting for dispatches is not a hang.
+      watched = std::exchange(tuner_.watched_, std::nullopt);
+    }
+    absl::Status s = Step();
+    absl::MutexLock lock(&tuner_.watch_mu_);
+    tuner_.watched_ = std::move(watched);
+    tuner_.progress_ = Clock::now();
+    return s;
+  }
+
+  // The measurement ended (however): nothing of it runs any more.
+  void Finished() {
+    absl::MutexLock lock(&tuner_.watch_mu_);
+    tuner_.watched_.reset();
+  }
+  const std::optional<Intent>& last() const { return last_; }
+
+ private:
+  absl::Status Step() {
+    if (absl::Status health = tuner_.backend_.Health(); !health.ok()) {
+      tuner_.Fault(health, absl::StrCat("device fault: ", health.message()));
+      return absl::UnavailableError(absl::StrCat("device fault while measuring ",
+                                                 job_->key.ToString(), ": ", health.message()));
+    }
+    {
+      absl::MutexLock lock(&tuner_.mu_);
+      if (tuner_.Dropped(*job_)) {
+        job_->stopped = true;
+        return absl::CancelledError(absl::StrCat(
+            "measurement of ", job_->key.ToString(), " stopped: ",
+            tuner_.stopping_ ? "arbiterd is shutting down" : "nobody waits for it any more"));
+      }
+    }
+    return tuner_.streams_.Yield(lease_, context_);
+  }
+
+  Tuner& tuner_;
+  const std::shared_ptr<Job> job_;
+  StreamPool::Lease& lease_;
+  const CallContext context_;
+  std::optional<Intent> last_;
+};
+
 Tuner::Tuner(const TunerOptions& options, Backend& backend, const Registry& registry,
-             VerdictStore& store, StreamPool& streams, Quarantine& quarantine, VerdictCache& cache)
+             VerdictStore& store, StreamPool& streams, Quarantine& quarantine, VerdictCache& cache,
+             IntentJournal* journal)
     : options_(options),
       backend_(backend),
       registry_(registry),
@@ -20,55 +123,151 @@ Tuner::Tuner(const TunerOptions& options, Backend& backend, const Registry& regi
       streams_(streams),
       quarantine_(quarantine),
       cache_(cache),
+      journal_(journal),
       fingerprint_(backend.info().Fingerprint()) {
-  thread_ = std::thread([this] { BackgroundLoop(); });
+  measuring_ = std::thread([this] { MeasuringLoop(); });
+  watchdog_ = std::thread([this] { WatchdogLoop(); });
 }
 
 Tuner::~Tuner() {
+  Shutdown();
+  if (measuring_.joinable()) measuring_.join();
   {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    queue_.clear();
-    changed_.SignalAll();
+    absl::MutexLock lock(&watch_mu_);
+    watch_stop_ = true;
   }
-  if (thread_.joinable()) thread_.join();
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
-absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p) {
+bool Tuner::Dropped(const Job& job) { return stopping_ || job.drop; }
+
+absl::StatusOr<std::shared_ptr<Tuner::Job>> Tuner::NewJob(const Problem& p,
+                                                          const std::string& peer) {
   const BucketKey key = BucketKeyOf(p);
-  std::promise<absl::StatusOr<Verdict>> promise;
-  std::optional<Result> running;
-  {
-    absl::MutexLock lock(&mu_);
-    if (auto it = in_flight_.find(key); it != in_flight_.end()) {
-      running = it->second;
-    } else {
-      in_flight_.emplace(key, promise.get_future().share());
+  if (jobs_.size() >= options_.max_queued) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("tuning queue full: ", jobs_.size(), " buckets queued or being measured (limit ",
+                     options_.max_queued, "); ", key.ToString(), " is not measured"));
+  }
+  if (!peer.empty()) {
+    auto it = per_peer_.find(peer);
+    if (it != per_peer_.end() && it->second >= options_.max_queued_per_peer) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "peer ", peer, " already has ", it->second, " buckets queued for measurement (limit ",
+          options_.max_queued_per_peer, "); ", key.ToString(), " is not measured"));
+    }
+    ++per_peer_[peer];
+  }
+  auto job = std::make_shared<Job>();
+  job->problem = p;
+  job->key = key;
+  job->peer = peer;
+  jobs_[key] = job;
+  queue_.push_back(job);
+  changed_.SignalAll();
+  return job;
+}
+
+void Tuner::Finish(const std::shared_ptr<Job>& job, absl::StatusOr<Verdict> result) {
+  job->done = true;
+  job->running = false;
+  job->result = std::move(result);
+  if (auto it = jobs_.find(job->key); it != jobs_.end() && it->second == job) jobs_.erase(it);
+  std::erase(queue_, job);
+  if (!job->peer.empty()) {
+    if (auto it = per_peer_.find(job->peer); it != per_peer_.end() && --it->second == 0) {
+      per_peer_.erase(it);
     }
   }
-  if (running) return running->get();  // someone else measures this bucket
-  absl::StatusOr<Verdict> result = MeasureBucket(p);
-  promise.set_value(result);
-  absl::MutexLock lock(&mu_);
-  in_flight_.erase(key);
+  if (running_ == job) running_.reset();
   changed_.SignalAll();
-  return result;
 }
 
-void Tuner::Enqueue(const Problem& p) {
+void Tuner::Forsake(const std::shared_ptr<Job>& job) {
+  if (job->waiters > 0 || job->background || job->done) return;
+  if (!job->running) {
+    spdlog::info("measurement of {} dropped before it started: nobody waits for it any more",
+                 job->key.ToString());
+    Finish(job, absl::CancelledError(absl::StrCat("nobody waits for the measurement of ",
+                                                  job->key.ToString(), " any more")));
+    return;
+  }
+  job->drop = true;  // the measuring thread stops at its next checkpoint
+}
+
+absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p, const CallContext& caller) {
+  const BucketKey key = BucketKeyOf(p);
+  const std::string what = absl::StrCat("while waiting for the measurement of ", key.ToString());
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return ShuttingDown(key);
+  std::shared_ptr<Job> job;
+  if (auto it = jobs_.find(key); it != jobs_.end()) {
+    job = it->second;
+    job->drop = false;  // wanted again
+  } else {
+    ASSIGN_OR_RETURN(job, NewJob(p, caller.peer));
+  }
+  ++job->waiters;
+  while (!job->done) {
+    if (absl::Status s = caller.StillWaiting(what.c_str()); !s.ok()) {
+      --job->waiters;
+      Forsake(job);
+      return s;
+    }
+    changed_.WaitWithDeadline(&mu_, caller.WakeBy());
+  }
+  --job->waiters;
+  return job->result;
+}
+
+absl::Status Tuner::Enqueue(const Problem& p, const std::string& peer) {
   const BucketKey key = BucketKeyOf(p);
   absl::MutexLock lock(&mu_);
-  if (stopping_ || in_flight_.count(key)) return;
-  for (const Problem& q : queue_) {
-    if (BucketKeyOf(q) == key) return;
+  if (stopping_) return ShuttingDown(key);
+  if (auto it = jobs_.find(key); it != jobs_.end()) {
+    it->second->background = true;
+    it->second->drop = false;
+    return absl::OkStatus();
   }
-  queue_.push_back(p);
-  changed_.SignalAll();
+  ASSIGN_OR_RETURN(std::shared_ptr<Job> job, NewJob(p, peer));
+  job->background = true;
+  return absl::OkStatus();
+}
+
+void Tuner::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  stopping_ = true;
+  const std::deque<std::shared_ptr<Job>> queued = queue_;
+  for (const std::shared_ptr<Job>& job : queued) Finish(job, ShuttingDown(job->key));
+  if (!queued.empty()) spdlog::info("shutdown: {} queued measurements dropped", queued.size());
+  changed_.SignalAll();  // the running measurement stops at its next checkpoint
+}
+
+bool Tuner::WaitStopped(Clock::time_point deadline) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time until = absl::Now() + absl::FromChrono(deadline - Clock::now());
+  while (running_ != nullptr) {
+    if (changed_.WaitWithDeadline(&mu_, until) && running_ != nullptr) return false;
+  }
+  return true;
+}
+
+void Tuner::Abandon() {
+  if (journal_ == nullptr) return;
+  if (absl::Status s = journal_->Clear(); !s.ok()) {
+    spdlog::warn("tuning intent not cleared: {}", s.ToString());
+  }
 }
 
 void Tuner::WaitIdle() {
   absl::MutexLock lock(&mu_);
-  while (!stopping_ && !(queue_.empty() && !busy_ && in_flight_.empty())) changed_.Wait(&mu_);
+  while (!stopping_ && !(queue_.empty() && running_ == nullptr)) changed_.Wait(&mu_);
+}
+
+size_t Tuner::queued() const {
+  absl::MutexLock lock(&mu_);
+  return jobs_.size();
 }
 
 bool Tuner::HasFreshVerdict(const Problem& p) {
@@ -76,31 +275,87 @@ bool Tuner::HasFreshVerdict(const Problem& p) {
   return v.ok() && v->candidates == RacedSet(Eligible(registry_, quarantine_, p, nullptr));
 }
 
-void Tuner::BackgroundLoop() {
+void Tuner::MeasuringLoop() {
   while (true) {
-    Problem p;
+    std::shared_ptr<Job> job;
+    bool background_only = false;
     {
       absl::MutexLock lock(&mu_);
       while (!stopping_ && queue_.empty()) changed_.Wait(&mu_);
       if (stopping_) return;
-      p = queue_.front();
+      job = queue_.front();
       queue_.pop_front();
-      busy_ = true;
+      job->running = true;
+      job->stopped = false;
+      running_ = job;
+      background_only = job->waiters == 0;
     }
-    // A synchronous request may have measured the bucket while this one waited in the queue.
-    if (!HasFreshVerdict(p)) {
-      absl::StatusOr<Verdict> v = MeasureOnce(p);
-      if (!v.ok()) {
-        spdlog::warn("background tuning of {} failed: {}", p.ToString(), v.status().ToString());
-      }
+    absl::StatusOr<Verdict> result;
+    // A background entry for a bucket measured meanwhile (e.g. by an operator's tune).
+    if (background_only && HasFreshVerdict(job->problem)) {
+      result = store_.GetVerdict(fingerprint_, job->key.dtype, job->key.bucket);
+    } else {
+      result = MeasureBucket(job);
     }
     absl::MutexLock lock(&mu_);
-    busy_ = false;
-    changed_.SignalAll();
+    if (job->stopped && !stopping_ && (job->waiters > 0 || job->background)) {
+      // Dropped, then wanted again before the drop took effect: measure it afresh.
+      job->running = false;
+      job->drop = false;
+      running_.reset();
+      queue_.push_front(job);
+      continue;
+    }
+    if (job->stopped && stopping_) result = ShuttingDown(job->key);
+    if (!result.ok() && !job->stopped && job->background) {
+      spdlog::warn("background tuning of {} failed: {}", job->problem.ToString(),
+                   result.status().ToString());
+    }
+    Finish(job, std::move(result));
   }
 }
 
-absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p) {
+void Tuner::WatchdogLoop() {
+  const auto hang = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.hang_seconds));
+  absl::MutexLock lock(&watch_mu_);
+  while (!watch_stop_) {
+    if (watched_ && !faulted_.load()) {
+      const Clock::time_point due = progress_ + hang;
+      if (Clock::now() >= due) {
+        const Intent hung = *watched_;
+        const std::string cause = absl::StrFormat(
+            "hung: no progress for %gs in its %s phase on %s (watchdog, --tuning-hang-seconds)",
+            options_.hang_seconds, hung.phase, hung.problem.ToString());
+        watch_mu_.Unlock();
+        Fault(absl::DeadlineExceededError(absl::StrCat("candidate ", hung.candidate, "@v",
+                                                       hung.version, " ", cause)),
+              cause);
+        watch_mu_.Lock();
+        continue;
+      }
+      watch_mu_.AwaitWithDeadline(absl::Condition(&watch_stop_), absl::FromChrono(
+          std::chrono::system_clock::now() + (due - Clock::now())));
+    } else {
+      // Re-read at least once a second: a measurement that starts does not signal.
+      watch_mu_.AwaitWithTimeout(absl::Condition(&watch_stop_), absl::Seconds(1));
+    }
+  }
+}
+
+void Tuner::Fault(const absl::Status& status, const std::string& cause) {
+  if (faulted_.exchange(true)) return;
+  spdlog::critical("candidate fault while measuring: {}", status.ToString());
+  if (journal_ != nullptr) {
+    if (absl::Status s = journal_->SetCause(cause); !s.ok()) {
+      spdlog::error("tuning intent cause not recorded: {}", s.ToString());
+    }
+  }
+  if (options_.on_fault) options_.on_fault(status);
+}
+
+absl::StatusOr<Verdict> Tuner::MeasureBucket(const std::shared_ptr<Job>& job) {
+  const Problem& p = job->problem;
   const auto t0 = std::chrono::steady_clock::now();
   std::string why_none;
   const std::vector<const RegisteredCandidate*> eligible =
@@ -122,11 +377,41 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p) {
   });
   spdlog::info("measuring {} (bucket {}) over {} candidates", p.ToString(), bucket.ToString(),
                order.size());
+  // The measurement stops when dropped (nobody waits) or at shutdown.
+  CallContext context;
+  context.cancelled = [this, job] {
+    absl::MutexLock lock(&mu_);
+    if (!Dropped(*job)) return false;
+    job->stopped = true;
+    return true;
+  };
   std::vector<Measurement> measured;
   {
-    ASSIGN_OR_RETURN(StreamPool::Lease stream, streams_.Acquire(/*bounded=*/false));
-    Measurer measurer(backend_, *stream, options_.measure);
-    ASSIGN_OR_RETURN(measured, measurer.Measure(p, order));
+    ASSIGN_OR_RETURN(StreamPool::Lease stream, streams_.Acquire(/*bounded=*/false, context));
+    Hooks hooks(*this, job, stream, context);
+    Measurer measurer(backend_, *stream, options_.measure, &hooks);
+    absl::StatusOr<std::vector<Measurement>> m = measurer.Measure(p, order);
+    hooks.Finished();
+    // A fault in the last candidate's runs shows here, with the journal still naming it.
+    if (absl::Status health = backend_.Health(); !health.ok() && hooks.last()) {
+      Fault(health, absl::StrCat("device fault: ", health.message()));
+    }
+    if (faulted_.load()) {
+      return absl::UnavailableError(absl::StrCat(
+          "a candidate faulted the device while measuring ", p.ToString(),
+          "; arbiterd stops so its supervisor restarts it"));
+    }
+    if (journal_ != nullptr) {
+      if (absl::Status s = journal_->Clear(); !s.ok()) {
+        spdlog::warn("tuning intent not cleared: {}", s.ToString());
+      }
+    }
+    if (!m.ok()) {
+      spdlog::info("measurement of {} ended without a verdict: {}", p.ToString(),
+                   m.status().ToString());
+      return m.status();
+    }
+    measured = *std::move(m);
   }
   ++measurements_;
 
@@ -136,9 +421,7 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p) {
   v.bucket = bucket;
   v.candidates = RacedSet(eligible);
   v.measured = p;
-  v.created_unix = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
+  v.created_unix = NowUnix();
   // Results in registration order, so the tier default's tie-break is stable.
   for (const RegisteredCandidate* c : eligible) {
     for (Measurement& m : measured) {

@@ -1,24 +1,41 @@
-// Measures buckets and turns the figures into stored verdicts. A measurement
-// races every candidate eligible for the problem on a leased device stream,
-// quarantines (for the problem's dtype) a candidate whose determinism claim was
-// disproved, decides against the bucket's previous winner, then stores and
-// caches the verdict. At most one measurement per bucket runs at a time: other
-// callers asking for that bucket wait for its verdict. Async misses are queued
-// (deduplicated by bucket) for one background thread, which skips a bucket that
-// was measured while it waited.
+// Measures buckets and turns the figures into stored verdicts, on one measuring
+// thread. A measurement races every candidate eligible for the problem on a
+// leased device stream, quarantines (for the problem's dtype) a candidate whose
+// determinism claim was disproved, decides against the bucket's previous
+// winner, then stores and caches the verdict.
 //
-// Ownership: borrows the backend, registry, store, stream pool, quarantine and
-// verdict cache (the Arbiter owns them and destroys the Tuner first); owns its
-// background thread. Never owns its observer.
-// Thread-safe: provides internal synchronization (one mutex over the queue and
-// the measurements in flight).
+// Work is a queue of buckets, one entry per bucket however many callers ask for
+// it. A synchronous caller (MeasureOnce) joins its bucket's entry and waits for
+// the verdict only while it still waits itself (CallContext); a background
+// entry (Enqueue) is measured even if nobody waits. An entry nobody waits for
+// any more and that is not background is dropped - taken off the queue, or, when
+// it is running, stopped at its next checkpoint. The queue is bounded in
+// buckets and per peer (RESOURCE_EXHAUSTED past either).
+//
+// While measuring, the Tuner is the measurer's MeasureHooks: between candidates
+// and timed repeats it lends the stream to queued dispatches (StreamPool::Yield),
+// stops a dropped or shut-down measurement, and checks the device's health.
+// Before each candidate's launches it records the intent in the journal (when
+// there is one), and a watchdog thread takes a candidate that shows no progress
+// for `hang_seconds` for hung. A hang or a device fault is reported through
+// `on_fault` with the cause in the journal: the daemon exits and, restarted by
+// its supervisor, quarantines the candidate (Arbiter::Create).
+//
+// Ownership: borrows the backend, registry, store, stream pool, quarantine,
+// verdict cache and journal (the Arbiter owns them and destroys the Tuner
+// first); owns its measuring and watchdog threads. Never owns its observer.
+// Thread-safe: provides internal synchronization (one mutex over the queue, one
+// over the watchdog's view of the running candidate).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
-#include <future>
+#include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -26,6 +43,8 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/backend.h"
 #include "engine/bucket.h"
+#include "engine/call_context.h"
+#include "engine/intent_journal.h"
 #include "engine/measurer.h"
 #include "engine/observer.h"
 #include "engine/quarantine.h"
@@ -40,39 +59,80 @@
 namespace arbiter {
 
 struct TunerOptions {
-  MeasureOptions measure;  // how a bucket is measured
-  NoisePolicy noise;       // when a challenger displaces the incumbent
+  MeasureOptions measure;          // how a bucket is measured
+  NoisePolicy noise;               // when a challenger displaces the incumbent
+  size_t max_queued = 64;          // buckets queued or being measured; more: RESOURCE_EXHAUSTED
+  size_t max_queued_per_peer = 8;  // of those, asked for by one peer (CallContext::peer)
+  double hang_seconds = 300;       // a candidate under measurement that shows no progress (no
+                                   // launch, no checkpoint) for this long has hung
+  // Called (on the measuring or watchdog thread) when a candidate hung or faulted the
+  // device: the engine cannot go on, and the intent journal names the candidate and the
+  // cause. The daemon exits so its supervisor restarts it. Unset: the fault is only logged.
+  std::function<void(const absl::Status&)> on_fault;
 };
 
 class Tuner {
  public:
-  // Starts the background thread.
+  // Starts the measuring and watchdog threads. `journal` may be null (no intent is kept).
   Tuner(const TunerOptions& options, Backend& backend, const Registry& registry,
-        VerdictStore& store, StreamPool& streams, Quarantine& quarantine, VerdictCache& cache);
-  ~Tuner();  // drops queued work, waits for the background measurement in progress
+        VerdictStore& store, StreamPool& streams, Quarantine& quarantine, VerdictCache& cache,
+        IntentJournal* journal);
+  ~Tuner();  // Shutdown, then waits for the measurement in progress
   Tuner(const Tuner&) = delete;
   Tuner& operator=(const Tuner&) = delete;
 
   // Set before the engine serves; not synchronized.
   void set_observer(ArbiterObserver* observer) { observer_ = observer; }
 
-  // Measures `p`'s bucket at `p`'s shape, or waits for the measurement of that
-  // bucket already running. `p` must be valid (ValidateProblem).
-  absl::StatusOr<Verdict> MeasureOnce(const Problem& p);
-  // Queues `p`'s bucket for the background thread, unless it is queued or being measured.
-  void Enqueue(const Problem& p);
-  // Waits until nothing is queued or being measured (tests, shutdown).
+  // Measures `p`'s bucket at `p`'s shape - or joins the entry of that bucket
+  // already queued or running - and waits for its verdict while `caller` waits:
+  // DEADLINE_EXCEEDED or CANCELLED once it stops (the entry is dropped if nobody
+  // else waits and it is not background). RESOURCE_EXHAUSTED when a new entry
+  // would pass a queue limit; UNAVAILABLE once shutting down. `p` must be valid.
+  absl::StatusOr<Verdict> MeasureOnce(const Problem& p, const CallContext& caller = {});
+  // Queues `p`'s bucket for the background (measured even if nobody waits),
+  // unless it is queued or being measured. RESOURCE_EXHAUSTED when a new entry
+  // would pass a queue limit (charged to `peer`); UNAVAILABLE once shutting down.
+  absl::Status Enqueue(const Problem& p, const std::string& peer = "");
+
+  // Refuses new work, drops what is queued (its waiters get UNAVAILABLE) and
+  // stops the running measurement at its next checkpoint. Returns at once.
+  void Shutdown();
+  // After Shutdown: waits until no measurement runs, until `deadline`. False when
+  // one still runs then (a kernel that has not returned).
+  bool WaitStopped(std::chrono::steady_clock::time_point deadline);
+  // The process exits with a measurement still running (the shutdown grace is
+  // spent): forgets the intent, so the candidate is not blamed on restart.
+  void Abandon();
+  // Waits until nothing is queued or being measured (tests).
   void WaitIdle();
+
   // Measurements run since start.
   int64_t measurements() const { return measurements_.load(); }
+  // Buckets queued or being measured now.
+  size_t queued() const;
 
  private:
-  using Result = std::shared_future<absl::StatusOr<Verdict>>;
+  struct Job;
+  class Hooks;
 
-  absl::StatusOr<Verdict> MeasureBucket(const Problem& p);
+  // Admits a new entry for `key` (`mu_` held): RESOURCE_EXHAUSTED past a limit.
+  absl::StatusOr<std::shared_ptr<Job>> NewJob(const Problem& p, const std::string& peer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `job` off the books (queue, entries, peer count) and wakes its waiters.
+  void Finish(const std::shared_ptr<Job>& job, absl::StatusOr<Verdict> result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A waiter left: drops the entry when nobody waits for it any more and it is not background.
+  void Forsake(const std::shared_ptr<Job>& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Dropped(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::StatusOr<Verdict> MeasureBucket(const std::shared_ptr<Job>& job);
   // Whether a verdict that would be served for `p` (same raced name@version set) is stored.
   bool HasFreshVerdict(const Problem& p);
-  void BackgroundLoop();
+  void MeasuringLoop();
+  void WatchdogLoop();
+  // A hang or device fault: records `cause` in the journal and reports it (once).
+  void Fault(const absl::Status& status, const std::string& cause);
 
   const TunerOptions options_;
   Backend& backend_;
@@ -81,17 +141,28 @@ class Tuner {
   StreamPool& streams_;
   Quarantine& quarantine_;
   VerdictCache& cache_;
+  IntentJournal* const journal_;
   const std::string fingerprint_;
   ArbiterObserver* observer_ = nullptr;
   std::atomic<int64_t> measurements_{0};
+  std::atomic<bool> faulted_{false};
 
-  absl::Mutex mu_;
-  absl::CondVar changed_;  // signalled when a measurement ends or queued work arrives
-  std::map<BucketKey, Result> in_flight_ ABSL_GUARDED_BY(mu_);
-  std::deque<Problem> queue_ ABSL_GUARDED_BY(mu_);  // one per bucket
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;          // the background thread is measuring
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // an entry finished, work arrived, or shutdown began
+  std::map<BucketKey, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);  // queued or running
+  std::deque<std::shared_ptr<Job>> queue_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, size_t> per_peer_ ABSL_GUARDED_BY(mu_);  // entries charged to a peer
+  std::shared_ptr<Job> running_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: starts once everything above is built
+
+  // The watchdog's view: which candidate runs since when, and the last sign of progress.
+  absl::Mutex watch_mu_;
+  std::optional<Intent> watched_ ABSL_GUARDED_BY(watch_mu_);
+  std::chrono::steady_clock::time_point progress_ ABSL_GUARDED_BY(watch_mu_);
+  bool watch_stop_ ABSL_GUARDED_BY(watch_mu_) = false;
+
+  std::thread measuring_;  // last: start once everything above is built
+  std::thread watchdog_;
 };
 
 }  // namespace arbiter

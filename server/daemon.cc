@@ -2,10 +2,13 @@
 
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <set>
 
+#include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
@@ -20,6 +23,7 @@
 #include "server/admin_auth.h"
 #include "server/admin_service.h"
 #include "server/build_info.h"
+#include "server/call_tracker.h"
 #include "server/dispatch_service.h"
 #include "server/metrics.h"
 #include "server/metrics_endpoint.h"
@@ -39,41 +43,50 @@ struct BackendAndRegistry {
   std::unique_ptr<Registry> registry;
 };
 
-absl::StatusOr<BackendAndRegistry> CreateCpu() {
+// The backend's own candidates, then any a test daemon adds.
+std::vector<CandidateSpec> WithExtra(std::vector<CandidateSpec> candidates,
+                                     const ExtraCandidates& extra, std::string_view backend) {
+  if (extra) {
+    for (CandidateSpec& c : extra(backend)) candidates.push_back(std::move(c));
+  }
+  return candidates;
+}
+
+absl::StatusOr<BackendAndRegistry> CreateCpu(const ExtraCandidates& extra) {
   ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> cpu, CpuBackend::Create(CpuBackendOptions{}));
   ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
-                   Registry::Create(CpuCandidates(cpu->threads()), *cpu));
+                   Registry::Create(WithExtra(CpuCandidates(cpu->threads()), extra, "cpu"), *cpu));
   return BackendAndRegistry{std::move(cpu), std::move(registry)};
 }
 
 #ifdef ARBITER_WITH_CUDA
-absl::StatusOr<BackendAndRegistry> CreateCuda() {
+absl::StatusOr<BackendAndRegistry> CreateCuda(const ExtraCandidates& extra) {
   if (cuda::CudaBackend::VisibleDevices() <= 0) {
     return absl::FailedPreconditionError("backend cuda: no CUDA device is visible");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> gpu,
                    cuda::CudaBackend::Create(cuda::CudaBackendOptions{}));
   ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
-                   Registry::Create(cuda::CudaCandidates(*gpu), *gpu));
+                   Registry::Create(WithExtra(cuda::CudaCandidates(*gpu), extra, "cuda"), *gpu));
   return BackendAndRegistry{std::move(gpu), std::move(registry)};
 }
 #endif
 
-absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind) {
+absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind, const ExtraCandidates& extra) {
   switch (kind) {
     case BackendKind::kCpu:
-      return CreateCpu();
+      return CreateCpu(extra);
     case BackendKind::kCuda:
 #ifdef ARBITER_WITH_CUDA
-      return CreateCuda();
+      return CreateCuda(extra);
 #else
       return absl::FailedPreconditionError("backend cuda: this arbiterd was built without CUDA");
 #endif
     case BackendKind::kAuto:
 #ifdef ARBITER_WITH_CUDA
-      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda();
+      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda(extra);
 #endif
-      return CreateCpu();
+      return CreateCpu(extra);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("backend: no such kind (", static_cast<int>(kind), ")"));
@@ -105,6 +118,14 @@ absl::Status ValidateOptions(const DaemonOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("noise-floor: expected a finite value >= 0, got ", a.noise.noise_floor));
   }
+  if (!(a.measure.bucket_budget_seconds >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("tuning-budget-seconds: expected >= 0, got ",
+                                                   a.measure.bucket_budget_seconds));
+  }
+  if (!(a.tuning_hang_seconds > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tuning-hang-seconds: expected > 0, got ", a.tuning_hang_seconds));
+  }
   if (!(o.health_poll_seconds > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("health-poll-seconds: expected > 0, got ",
                                                    o.health_poll_seconds));
@@ -128,6 +149,31 @@ absl::Status WritePortFile(const std::string& path, int port) {
   }
   return absl::OkStatus();
 }
+
+// The tuning intent file: as given, else beside a file store; none for an in-memory or remote one.
+std::string IntentFileFor(const DaemonOptions& o) {
+  if (!o.arbiter.tuning_intent_file.empty()) return o.arbiter.tuning_intent_file;
+  if (o.store_path.empty() || o.store_path == ":memory:" ||
+      o.store_path.find("://") != std::string::npos) {
+    return "";
+  }
+  return o.store_path + ".intent";
+}
+
+// A candidate hung or faulted the device while being measured: the engine cannot
+// go on. Exiting lets the supervisor restart arbiterd, and the restart
+// quarantines the candidate the intent file names.
+[[noreturn]] void ExitOnCandidateFault(const absl::Status& fault) {
+  spdlog::critical(
+      "exiting with status {} so that the supervisor restarts arbiterd: {}; the candidate is "
+      "quarantined when it starts again",
+      kExitCandidateFault, fault.ToString());
+  spdlog::default_logger()->flush();
+  std::_Exit(kExitCandidateFault);
+}
+
+// How long past the grace period Shutdown waits for work to notice it is over.
+constexpr auto kShutdownMargin = std::chrono::seconds(1);
 
 // "127.0.0.1:0" with port 43117 -> "127.0.0.1:43117".
 std::string BoundAddress(const std::string& listen, int port) {
@@ -172,9 +218,10 @@ absl::StatusOr<BackendKind> ParseBackendKind(std::string_view name) {
       absl::StrCat("backend: expected auto, cpu or cuda, got \"", std::string(name), "\""));
 }
 
-absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options,
+                                                        ExtraCandidates extra) {
   RETURN_IF_ERROR(ValidateOptions(options));
-  std::unique_ptr<Daemon> daemon(new Daemon(options));
+  std::unique_ptr<Daemon> daemon(new Daemon(options, std::move(extra)));
   RETURN_IF_ERROR(daemon->Start());
   return daemon;
 }
@@ -186,7 +233,7 @@ absl::Status Daemon::Start() {
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    MakeServerCredentials(options_.tls));
 
-  ASSIGN_OR_RETURN(BackendAndRegistry device, CreateBackend(options_.backend));
+  ASSIGN_OR_RETURN(BackendAndRegistry device, CreateBackend(options_.backend, extra_));
   const DeviceInfo info = device.backend->info();
   spdlog::info("backend {}: {} ({}), {} candidates registered", info.backend, info.name,
                info.arch, device.registry->candidates().size());
@@ -212,7 +259,13 @@ absl::Status Daemon::Start() {
                  BoundAddress(options_.metrics_listen, metrics_endpoint_->port()));
   }
 
-  ASSIGN_OR_RETURN(arbiter_, Arbiter::Create(options_.arbiter, std::move(device.backend),
+  ArbiterOptions engine = options_.arbiter;
+  engine.tuning_intent_file = IntentFileFor(options_);
+  if (!engine.on_fault) engine.on_fault = ExitOnCandidateFault;
+  if (!engine.tuning_intent_file.empty()) {
+    spdlog::info("tuning intent file {}", engine.tuning_intent_file);
+  }
+  ASSIGN_OR_RETURN(arbiter_, Arbiter::Create(engine, std::move(device.backend),
                                              std::move(device.registry), std::move(store)));
   arbiter_->set_observer(metrics_.get());
   metrics_->SetStateProbe([arbiter = arbiter_.get()] { return ProbeState(*arbiter); });
@@ -236,6 +289,8 @@ absl::Status Daemon::Start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(metrics_->NewInterceptorFactory());
+  calls_ = std::make_unique<CallTracker>();
+  interceptors.push_back(calls_->NewInterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(dispatch_.get());
   builder.RegisterService(admin_.get());
@@ -287,10 +342,10 @@ void Daemon::WatchHealth() {
   mu_.Unlock();
 }
 
-void Daemon::Shutdown() {
+bool Daemon::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return;
+    if (stopping_) return clean_;
     stopping_ = true;
     if (server_ != nullptr) {
       // Every service NOT_SERVING from now on; later updates are ignored.
@@ -301,15 +356,57 @@ void Daemon::Shutdown() {
     }
   }
   if (health_watcher_.joinable()) health_watcher_.join();
+  const auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(options_.shutdown_grace_seconds));
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  // Measurements first: nothing queued starts, and the running one stops at its
+  // next checkpoint, so no caller waits for one.
+  if (arbiter_ != nullptr) arbiter_->StopTuning();
   if (server_ != nullptr) {
-    spdlog::info("shutting down: in-flight calls get {} s", options_.shutdown_grace_seconds);
-    const auto deadline =
-        std::chrono::system_clock::now() +
-        std::chrono::duration_cast<std::chrono::system_clock::duration>(
-            std::chrono::duration<double>(options_.shutdown_grace_seconds));
-    server_->Shutdown(deadline);
-    server_->Wait();
-    server_.reset();
+    spdlog::info("shutting down: {} calls in flight get up to {} s", calls_->in_flight(),
+                 options_.shutdown_grace_seconds);
+    // Shutdown stops accepting at once and returns when every call has ended and
+    // every connection closed, cancelling what is left at the deadline. It runs
+    // aside: its wait for idle connections is cut short below.
+    std::promise<void> done;
+    std::future<void> stopped = done.get_future();
+    std::thread stopper([server = server_.get(),
+                         until = std::chrono::system_clock::now() + grace,
+                         done = std::move(done)]() mutable {
+      server->Shutdown(until);
+      server->Wait();
+      done.set_value();
+    });
+    calls_->WaitIdle(absl::Now() + absl::FromChrono(grace));
+    // No call in flight: a client's idle connection is all that is left, and the
+    // clients are told by the connection closing (repeated: it only reaches the
+    // connections open when it runs).
+    while (stopped.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+      if (calls_->in_flight() == 0) grpc_server_cancel_all_calls(server_->c_server());
+      if (stopped.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready) break;
+      if (std::chrono::steady_clock::now() > deadline + kShutdownMargin) {
+        clean_ = false;
+        break;
+      }
+    }
+    if (clean_) {
+      stopper.join();
+      server_.reset();
+    } else {
+      spdlog::warn("shutdown grace spent with {} calls still running inside a kernel; exiting "
+                   "without waiting for them",
+                   calls_->in_flight());
+      stopper.detach();
+    }
+  }
+  if (clean_ && arbiter_ != nullptr && !arbiter_->WaitTuningStopped(deadline + kShutdownMargin)) {
+    spdlog::warn("shutdown grace spent with a measurement still inside a kernel; exiting "
+                 "without waiting for it");
+    clean_ = false;
+  }
+  if (!clean_) {
+    if (arbiter_ != nullptr) arbiter_->AbandonTuning();
+    return false;
   }
   admin_.reset();
   dispatch_.reset();
@@ -317,19 +414,30 @@ void Daemon::Shutdown() {
   metrics_endpoint_.reset();
   if (metrics_ != nullptr) metrics_->SetStateProbe(nullptr);
   if (arbiter_ != nullptr) {
-    arbiter_->WaitIdle();
     arbiter_.reset();  // closes the store
     spdlog::info("verdict store {} closed", RedactStoreLocation(options_.store_path));
   }
   metrics_.reset();
+  return true;
 }
 
 int Daemon::metrics_port() const {
   return metrics_endpoint_ != nullptr ? metrics_endpoint_->port() : 0;
 }
 
-Daemon::Daemon(const DaemonOptions& options) : options_(options) {}
+Daemon::Daemon(const DaemonOptions& options, ExtraCandidates extra)
+    : options_(options), extra_(std::move(extra)) {}
 
-Daemon::~Daemon() { Shutdown(); }
+Daemon::~Daemon() {
+  if (Shutdown()) return;
+  // Work still runs inside a kernel and uses these: leaked on purpose, the process is ending.
+  (void)server_.release();
+  (void)admin_.release();
+  (void)dispatch_.release();
+  (void)arbiter_.release();
+  (void)metrics_endpoint_.release();
+  (void)metrics_.release();
+  (void)calls_.release();
+}
 
 }  // namespace arbiter::server

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
+#include "server/grpc_call.h"
 #include "server/status_util.h"
 
 namespace arbiter::server {
@@ -28,7 +29,7 @@ absl::Status CheckOperandBytes(std::string_view operand, const Problem& p, size_
 grpc::Status DispatchService::Matmul(grpc::ServerContext* context,
                                      const v1::MatmulRequest* request,
                                      v1::MatmulResponse* response) {
-  absl::Status status = DoMatmul(*request, WorkDeadline(context->deadline()), response);
+  absl::Status status = DoMatmul(*request, CallContextOf(*context), response);
   if (!status.ok()) spdlog::warn("matmul from {} refused: {}", context->peer(), status.ToString());
   return ToGrpcStatus(status);
 }
@@ -36,14 +37,13 @@ grpc::Status DispatchService::Matmul(grpc::ServerContext* context,
 grpc::Status DispatchService::Select(grpc::ServerContext* context,
                                      const v1::SelectRequest* request,
                                      v1::SelectResponse* response) {
-  absl::Status status = DoSelect(*request, response);
+  absl::Status status = DoSelect(*request, CallContextOf(*context), response);
   if (!status.ok()) spdlog::warn("select from {} refused: {}", context->peer(), status.ToString());
   return ToGrpcStatus(status);
 }
 
-absl::Status DispatchService::DoMatmul(
-    const v1::MatmulRequest& request, std::optional<std::chrono::system_clock::time_point> deadline,
-    v1::MatmulResponse* response) {
+absl::Status DispatchService::DoMatmul(const v1::MatmulRequest& request, const CallContext& call,
+                                       v1::MatmulResponse* response) {
   // Everything is checked before the engine allocates or runs anything.
   ASSIGN_OR_RETURN(const Problem problem,
                    ProblemFromProto(request.problem(), arbiter_.options().limits));
@@ -52,7 +52,9 @@ absl::Status DispatchService::DoMatmul(
   SelectOptions options;
   ASSIGN_OR_RETURN(options.required, DeterminismFromProto(request.required_determinism()));
   ASSIGN_OR_RETURN(options.tuning, TuningFromProto(request.tuning()));
-  options.deadline = deadline;
+  options.deadline = call.deadline;
+  options.cancelled = call.cancelled;
+  options.peer = call.peer;
 
   ASSIGN_OR_RETURN(DispatchResult result,
                    arbiter_.Dispatch(problem, options, request.a().data(), request.a().size(),
@@ -74,13 +76,16 @@ absl::Status DispatchService::DoMatmul(
   return absl::OkStatus();
 }
 
-absl::Status DispatchService::DoSelect(const v1::SelectRequest& request,
+absl::Status DispatchService::DoSelect(const v1::SelectRequest& request, const CallContext& call,
                                        v1::SelectResponse* response) {
   ASSIGN_OR_RETURN(const Problem problem,
                    ProblemFromProto(request.problem(), arbiter_.options().limits));
   SelectOptions options;
   ASSIGN_OR_RETURN(options.required, DeterminismFromProto(request.required_determinism()));
   ASSIGN_OR_RETURN(options.tuning, TuningFromProto(request.tuning()));
+  options.deadline = call.deadline;
+  options.cancelled = call.cancelled;
+  options.peer = call.peer;
   ASSIGN_OR_RETURN(const Selection selection, arbiter_.Select(problem, options));
   ToProto(selection, response);
   spdlog::debug("select {} -> {}@v{} ({}): {}", problem.ToString(), selection.candidate,

@@ -4,7 +4,8 @@
 // engine errors reach the client through status_util unchanged. A bad request
 // is answered with an error; it never takes the daemon down. A Matmul whose
 // gRPC deadline passes before its kernel starts (queued behind other work) is
-// not run: DEADLINE_EXCEEDED.
+// not run: DEADLINE_EXCEEDED; a call whose client went away leaves every queue
+// at once (its waits poll ServerContext::IsCancelled).
 //
 // Does not own the Arbiter, which must outlive the service.
 // Thread-safe: the Arbiter provides internal synchronization; the service has no state.
@@ -30,10 +31,10 @@ class DispatchService final : public v1::Dispatch::Service {
                       v1::SelectResponse* response) override;
 
  private:
-  absl::Status DoMatmul(const v1::MatmulRequest& request,
-                        std::optional<std::chrono::system_clock::time_point> deadline,
+  absl::Status DoMatmul(const v1::MatmulRequest& request, const CallContext& call,
                         v1::MatmulResponse* response);
-  absl::Status DoSelect(const v1::SelectRequest& request, v1::SelectResponse* response);
+  absl::Status DoSelect(const v1::SelectRequest& request, const CallContext& call,
+                        v1::SelectResponse* response);
 
   Arbiter& arbiter_;
 };
