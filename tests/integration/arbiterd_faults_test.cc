@@ -1,0 +1,180 @@
+// Faults of candidates, on the real daemon: arbiterd_faults (arbiterd plus the
+// planted candidates of faults/planted.h) is measured into a crash, an abort or
+// a hang; the test plays the supervisor - it sees the process end, restarts it
+// on the same store - and checks the candidate ends quarantined with the reason
+// while every bucket, the faulting one included, is served. And SIGTERM: with
+// nothing in flight the daemon exits at once, not after --shutdown-grace-seconds;
+// with a long measurement in flight it exits within the grace.
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/daemon_fixture.h"
+#include "tests/integration/faults/planted.h"
+
+namespace arbiter::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Polls `condition` (a file another process writes) for at most `seconds`.
+bool Eventually(const std::function<bool()>& condition, double seconds = 60) {
+  const auto limit = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(seconds));
+  while (!condition()) {
+    if (Clock::now() > limit) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // between checks
+  }
+  return true;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class FaultsTest : public DaemonFixture {
+ protected:
+  void SetUp() override {
+    store_dir_ = MakeTempDir("arbiter-faults-");
+    ASSERT_FALSE(store_dir_.empty());
+    store_path_ = store_dir_ + "/verdicts.db";
+  }
+
+  // (Re)starts arbiterd_faults on the fixture's store.
+  void StartFaults(std::vector<std::string> args = {}) {
+    ArbiterdOptions options;
+    options.binary = ARBITERD_FAULTS_PATH;
+    options.store_path = store_path_;
+    options.extra_args = std::move(args);
+    std::string error;
+    daemon_ = ArbiterdProcess::Start(options, &error);
+    ASSERT_NE(daemon_, nullptr) << error;
+    client::ClientOptions client_options;
+    client_options.server = daemon_->address();
+    client_options.deadline_seconds = 120;
+    client_ = std::make_unique<client::ArbiterClient>(client_options);
+  }
+
+  grpc::Status Select(int64_t m, v1::SelectResponse* response) {
+    v1::SelectRequest request;
+    *request.mutable_problem() = MakeProblem(v1::DTYPE_F32, m, 8, 8);
+    return client_->Select(request, response);
+  }
+
+  std::vector<v1::QuarantineEntry> Quarantined() {
+    v1::ListQuarantineResponse response;
+    grpc::Status s = client_->ListQuarantine(&response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return {response.entries().begin(), response.entries().end()};
+  }
+
+  // Selecting a problem at `m` takes the daemon down; it exits with `exit_status`
+  // (128+signal for a signal). Then, restarted as a supervisor would: `candidate`
+  // is quarantined for that bucket alone with a reason containing `reason`, and the
+  // bucket and another one are served.
+  void DiesThenQuarantines(int64_t m, const std::string& candidate, int exit_status,
+                           const std::string& reason, std::vector<std::string> args = {}) {
+    StartFaults(args);
+    v1::SelectResponse lost;
+    const grpc::Status s = Select(m, &lost);
+    EXPECT_FALSE(s.ok()) << "measuring " << candidate << " at M=" << m << " answered";
+    EXPECT_EQ(daemon_->WaitExit(60), exit_status) << daemon_->ReadLog();
+
+    StartFaults(args);  // the supervisor's restart
+    const std::vector<v1::QuarantineEntry> q = Quarantined();
+    ASSERT_EQ(q.size(), 1u) << daemon_->ReadLog();
+    EXPECT_EQ(q[0].candidate(), candidate);
+    EXPECT_NE(q[0].reason().find(reason), std::string::npos) << q[0].reason();
+    EXPECT_NE(q[0].reason().find("f32 " + std::to_string(m) + "x8x8"), std::string::npos)
+        << q[0].reason();
+
+    v1::SelectResponse same;
+    ASSERT_TRUE(Select(m, &same).ok());
+    EXPECT_EQ(q[0].scope(), "f32/" + same.bucket());  // that bucket only
+    EXPECT_EQ(same.source(), v1::VERDICT_SOURCE_MEASURED);
+    for (const v1::CandidateResult& r : same.verdict().results()) EXPECT_NE(r.name(), candidate);
+
+    v1::SelectResponse other;
+    ASSERT_TRUE(Select(16, &other).ok());
+    EXPECT_EQ(other.source(), v1::VERDICT_SOURCE_MEASURED);
+    bool raced = false;
+    for (const v1::CandidateResult& r : other.verdict().results()) raced |= r.name() == candidate;
+    EXPECT_TRUE(raced) << candidate << " was not measured in another bucket";
+
+    client_.reset();
+    EXPECT_EQ(daemon_->Terminate(), 0) << daemon_->ReadLog();
+  }
+};
+
+TEST_F(FaultsTest, ACandidateThatSegfaultsIsQuarantinedForItsBucketOnRestart) {
+  DiesThenQuarantines(kCrashM, "planted_crash", 128 + SIGSEGV, "died while measuring it");
+}
+
+TEST_F(FaultsTest, ACandidateThatAbortsIsQuarantinedForItsBucketOnRestart) {
+  DiesThenQuarantines(kAbortM, "planted_crash", 128 + SIGABRT, "died while measuring it");
+}
+
+TEST_F(FaultsTest, AHungCandidateEndsTheDaemonByTheWatchdogAndIsQuarantinedOnRestart) {
+  DiesThenQuarantines(kHangM, "planted_hang", /*kExitCandidateFault=*/3, "hung: no progress",
+                      {"--tuning-hang-seconds=2"});
+}
+
+TEST_F(FaultsTest, SigtermWithNothingInFlightExitsWithoutWaitingOutTheGrace) {
+  StartFaults({"--shutdown-grace-seconds=120"});
+  v1::SelectResponse served;
+  ASSERT_TRUE(Select(16, &served).ok());
+  // A call whose deadline had passed before it arrived, then an idle open connection.
+  client::ClientOptions expired_options = client_->options();
+  expired_options.deadline_seconds = 1e-6;
+  client::ArbiterClient expired(expired_options);
+  v1::SelectRequest request;
+  *request.mutable_problem() = MakeProblem(v1::DTYPE_F32, 16, 8, 8);
+  v1::SelectResponse unused;
+  EXPECT_FALSE(expired.Select(request, &unused).ok());
+
+  const auto t0 = Clock::now();
+  EXPECT_EQ(daemon_->Terminate(/*timeout_seconds=*/120), 0) << daemon_->ReadLog();
+  const double took = SecondsSince(t0);
+  // A behaviour bound, far from the grace: it did not wait for it.
+  EXPECT_LT(took, 30) << daemon_->ReadLog();
+  RecordProperty("sigterm_to_exit_idle_seconds", std::to_string(took));
+}
+
+TEST_F(FaultsTest, SigtermDuringALongMeasurementExitsWithinTheGrace) {
+  constexpr double kGrace = 2;
+  StartFaults({"--shutdown-grace-seconds=2"});
+  // planted_slow takes 3 s a run at this shape: measuring it takes well over 20 s.
+  auto measuring = std::async(std::launch::async, [this] {
+    v1::SelectResponse response;
+    return Select(kSlowM, &response);
+  });
+  const std::string intent = store_path_ + ".intent";
+  ASSERT_TRUE(Eventually([&] {
+    return ReadFile(intent).find("candidate=planted_slow") != std::string::npos;
+  })) << daemon_->ReadLog();
+
+  const auto t0 = Clock::now();
+  EXPECT_EQ(daemon_->Terminate(/*timeout_seconds=*/60), 0) << daemon_->ReadLog();
+  const double took = SecondsSince(t0);
+  EXPECT_LT(took, kGrace + 10) << daemon_->ReadLog();  // generous: a bound, not a speed
+  RecordProperty("sigterm_to_exit_measuring_seconds", std::to_string(took));
+  EXPECT_FALSE(measuring.get().ok());
+  // Stopped by the shutdown, not by a fault: nothing is blamed on the next start.
+  StartFaults();
+  EXPECT_TRUE(Quarantined().empty());
+}
+
+}  // namespace
+}  // namespace arbiter::testing
