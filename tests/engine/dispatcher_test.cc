@@ -16,29 +16,20 @@
 #include "engine/measurer.h"
 #include "engine/selection_policy.h"
 #include "gtest/gtest.h"
-#include "tests/engine/fake_backend.h"
+#include "tests/engine/fake_engine.h"
 
 namespace arbiter {
 namespace {
 
 using std::chrono::system_clock;
+using testing::Eventually;
 using testing::FakeBackend;
+using testing::FakeEngine;
 using testing::FakeCandidate;
 using testing::FakeStream;
 using testing::NaiveGemm;
 using testing::Gate;
 using testing::TimedKernel;
-
-// Polls for a state another thread reaches without signalling it (a dispatch
-// blocked inside the engine's queue), for at most 30 s.
-bool Eventually(const std::function<bool()>& condition) {
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > limit) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // between checks, not a wait for one
-  }
-  return true;
-}
 
 bool Ready(const std::future<absl::StatusOr<DispatchResult>>& f) {
   return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
@@ -187,20 +178,9 @@ TEST(DispatchChecksTest, OnlyAPassedDeadlineStopsTheWork) {
 class DispatcherTest : public ::testing::Test, public ArbiterObserver {
  protected:
   void Start(std::vector<CandidateSpec> candidates, double verify_fraction) {
-    auto registry = Registry::Create(std::move(candidates), backend_);
-    ASSERT_TRUE(registry.ok()) << registry.status();
-    registry_ = std::move(*registry);
-    auto store = VerdictStore::Open(":memory:");
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    auto quarantine = Quarantine::Create(*store_, backend_.info().Fingerprint());
-    ASSERT_TRUE(quarantine.ok()) << quarantine.status();
-    quarantine_ = std::move(*quarantine);
-    std::vector<std::unique_ptr<Stream>> streams;
-    streams.push_back(std::make_unique<FakeStream>());
-    streams_ = std::make_unique<StreamPool>(std::move(streams), 4);
-    dispatcher_ = std::make_unique<Dispatcher>(backend_, *streams_, *quarantine_, cache_,
-                                               verify_fraction);
+    ASSERT_TRUE(engine_.Start(std::move(candidates)).ok());
+    dispatcher_ = std::make_unique<Dispatcher>(engine_.backend, *engine_.streams,
+                                               *engine_.quarantine, cache_, verify_fraction);
     dispatcher_->set_observer(this);
     a_.resize(p_.m * p_.k);
     b_.resize(p_.k * p_.n);
@@ -208,7 +188,7 @@ class DispatcherTest : public ::testing::Test, public ArbiterObserver {
     FillRandom(DType::kF32, b_.data(), b_.size(), 22);
   }
   Selection Chosen(const std::string& name) {
-    auto s = SelectTierDefault(p_, {registry_->Find(name)}, Determinism::kNondeterministic,
+    auto s = SelectTierDefault(p_, {engine_.registry->Find(name)}, Determinism::kNondeterministic,
                                VerdictSource::kTierDefault, "test");
     EXPECT_TRUE(s.ok()) << s.status();
     return *s;
@@ -226,12 +206,8 @@ class DispatcherTest : public ::testing::Test, public ArbiterObserver {
     if (!pass) ++out_of_budget;
   }
 
-  FakeBackend backend_;
-  std::unique_ptr<Registry> registry_;
-  std::unique_ptr<VerdictStore> store_;
-  std::unique_ptr<Quarantine> quarantine_;
+  FakeEngine engine_;
   VerdictCache cache_{16};
-  std::unique_ptr<StreamPool> streams_;
   std::unique_ptr<Dispatcher> dispatcher_;
   const Problem p_{DType::kF32, 12, 20, 8};
   std::vector<float> a_, b_;
@@ -289,9 +265,9 @@ TEST_F(DispatcherTest, AnOutOfBudgetLiveResultQuarantinesTheCandidateForItsBucke
   absl::StatusOr<DispatchResult> r = Run(s);
   ASSERT_TRUE(r.ok()) << r.status();  // the client still gets the answer it asked for
   EXPECT_EQ(out_of_budget, 1);
-  const CandidateSpec& spec = registry_->Find("skips_k")->spec;
-  EXPECT_TRUE(quarantine_->Covers(spec, p_.dtype, BucketOf(p_)));
-  EXPECT_FALSE(quarantine_->Covers(spec, p_.dtype, BucketOf(Problem{DType::kF32, 64, 64, 64})));
+  const CandidateSpec& spec = engine_.Spec("skips_k");
+  EXPECT_TRUE(engine_.quarantine->Covers(spec, p_.dtype, BucketOf(p_)));
+  EXPECT_FALSE(engine_.quarantine->Covers(spec, p_.dtype, BucketOf(Problem{DType::kF32, 64, 64, 64})));
   EXPECT_EQ(cache_.size(), 0u);  // nothing cached is served from before the quarantine
 }
 

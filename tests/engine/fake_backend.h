@@ -3,12 +3,14 @@
 // control latency and noise exactly, with no sleeps and no real timing.
 #pragma once
 
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "engine/backend.h"
@@ -43,6 +45,17 @@ struct Gate {
     return entered;
   }
 };
+
+// Polls for a state another thread reaches without signalling it (a caller
+// blocked inside the engine's queue), for at most 30 s; false if it never came.
+inline bool Eventually(const std::function<bool()>& condition) {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > limit) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // between checks, not a wait for one
+  }
+  return true;
+}
 
 class FakeBuffer final : public Buffer {
  public:

@@ -1,12 +1,12 @@
 #include "engine/selection_policy.h"
 
 #include "gtest/gtest.h"
-#include "tests/engine/fake_backend.h"
+#include "tests/engine/fake_engine.h"
 
 namespace arbiter {
 namespace {
 
-using testing::FakeBackend;
+using testing::FakeEngine;
 using testing::FakeCandidate;
 using testing::TimedKernel;
 
@@ -35,20 +35,12 @@ class SelectionPolicyTest : public ::testing::Test {
     c.push_back(FakeCandidate("vendor", 3, TimedKernel(1e-6), Determinism::kRunToRun));
     c.push_back(FakeCandidate("atomic", 3, TimedKernel(1e-6), Determinism::kNondeterministic));
     for (CandidateSpec& e : extra) c.push_back(std::move(e));
-    auto registry = Registry::Create(std::move(c), backend_);
-    ASSERT_TRUE(registry.ok()) << registry.status();
-    registry_ = std::move(*registry);
-    auto store = VerdictStore::Open(":memory:");
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    auto quarantine = Quarantine::Create(*store_, backend_.info().Fingerprint());
-    ASSERT_TRUE(quarantine.ok()) << quarantine.status();
-    quarantine_ = std::move(*quarantine);
+    ASSERT_TRUE(engine_.Start(std::move(c)).ok());
   }
   std::vector<const RegisteredCandidate*> EligibleFor(const Problem& p, std::string* why = nullptr) {
-    return Eligible(*registry_, *quarantine_, p, why);
+    return Eligible(*engine_.registry, *engine_.quarantine, p, why);
   }
-  const CandidateSpec& Spec(const std::string& name) { return registry_->Find(name)->spec; }
+  const CandidateSpec& Spec(const std::string& name) { return engine_.Spec(name); }
   // A measured verdict of kP's bucket over `eligible`, won by `winner`.
   Verdict Measured(const std::vector<const RegisteredCandidate*>& eligible, const std::string& winner) {
     Verdict v;
@@ -64,10 +56,7 @@ class SelectionPolicyTest : public ::testing::Test {
     return v;
   }
 
-  FakeBackend backend_;
-  std::unique_ptr<Registry> registry_;
-  std::unique_ptr<VerdictStore> store_;
-  std::unique_ptr<Quarantine> quarantine_;
+  FakeEngine engine_;
 };
 
 TEST_F(SelectionPolicyTest, EligibleKeepsRegistrationOrderAndLeavesOutWhatCannotRunHere) {
@@ -79,7 +68,7 @@ TEST_F(SelectionPolicyTest, EligibleKeepsRegistrationOrderAndLeavesOutWhatCannot
   extra.push_back(std::move(gpu));
   extra.push_back(std::move(small));
   Start(std::move(extra));
-  ASSERT_TRUE(quarantine_->Add("vendor", 1, QuarantineScope::OfDType(DType::kF32), "bad").ok());
+  ASSERT_TRUE(engine_.quarantine->Add("vendor", 1, QuarantineScope::OfDType(DType::kF32), "bad").ok());
   std::vector<std::string> names;
   for (const RegisteredCandidate* c : EligibleFor(kP)) names.push_back(c->spec.name);
   EXPECT_EQ(names, (std::vector<std::string>{"fast", "atomic"}));
@@ -90,7 +79,7 @@ TEST_F(SelectionPolicyTest, EligibleKeepsRegistrationOrderAndLeavesOutWhatCannot
 TEST_F(SelectionPolicyTest, WhenNothingIsEligibleEachCandidateSaysWhy) {
   Start();
   for (const char* name : {"fast", "vendor", "atomic"}) {
-    ASSERT_TRUE(quarantine_->Add(name, 1, QuarantineScope::Everywhere(), "bad").ok());
+    ASSERT_TRUE(engine_.quarantine->Add(name, 1, QuarantineScope::Everywhere(), "bad").ok());
   }
   std::string why;
   EXPECT_TRUE(EligibleFor(kP, &why).empty());
@@ -112,7 +101,7 @@ TEST_F(SelectionPolicyTest, ForceAppliesOnlyToAnEligibleCandidateMeetingTheRequi
   EXPECT_EQ(s->member, Spec("atomic").Member(DType::kF32));
   EXPECT_EQ(s->reason, "forced: pinned");
   EXPECT_FALSE(SelectForced(force, kP, EligibleFor(kP), Determinism::kRunToRun).has_value());
-  ASSERT_TRUE(quarantine_->Add("atomic", 1, QuarantineScope::Everywhere(), "bad").ok());
+  ASSERT_TRUE(engine_.quarantine->Add("atomic", 1, QuarantineScope::Everywhere(), "bad").ok());
   EXPECT_FALSE(SelectForced(force, kP, EligibleFor(kP), Determinism::kNondeterministic).has_value());
 }
 
@@ -145,7 +134,7 @@ TEST_F(SelectionPolicyTest, AStricterRequirementIsDerivedFromTheSameFigures) {
 TEST_F(SelectionPolicyTest, AWinnerQuarantinedSinceIsNotServed) {
   Start();
   const Verdict v = Measured(EligibleFor(kP), "atomic");
-  ASSERT_TRUE(quarantine_->Add("atomic", 1, QuarantineScope::Everywhere(), "bad").ok());
+  ASSERT_TRUE(engine_.quarantine->Add("atomic", 1, QuarantineScope::Everywhere(), "bad").ok());
   absl::StatusOr<Selection> s =
       SelectFromVerdict(v, kP, EligibleFor(kP), Determinism::kNondeterministic, NoisePolicy{});
   ASSERT_TRUE(s.ok()) << s.status();

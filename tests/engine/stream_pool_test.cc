@@ -8,28 +8,19 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "tests/engine/fake_backend.h"
+#include "tests/engine/fake_engine.h"
 
 namespace arbiter {
 namespace {
 
-using testing::FakeStream;
+using testing::Eventually;
+using testing::FakeStreamPool;
 
-std::unique_ptr<StreamPool> Pool(int streams, size_t max_waiters) {
-  std::vector<std::unique_ptr<Stream>> s;
-  for (int i = 0; i < streams; ++i) s.push_back(std::make_unique<FakeStream>());
-  return std::make_unique<StreamPool>(std::move(s), max_waiters);
-}
-
-// Polls for a state another thread reaches without signalling it (a caller
-// blocked inside Acquire), for at most 30 s.
-bool Eventually(const std::function<bool()>& condition) {
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > limit) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // between checks, not a wait for one
-  }
-  return true;
+// A lease on a free stream, kept until reset; nullopt when none was free.
+std::optional<StreamPool::Lease> Hold(StreamPool& pool) {
+  absl::StatusOr<StreamPool::Lease> lease = pool.Acquire(/*bounded=*/true);
+  if (!lease.ok()) return std::nullopt;
+  return std::optional<StreamPool::Lease>(*std::move(lease));
 }
 
 // What a bounded Acquire answers while every stream is held. A pool that queues
@@ -44,7 +35,7 @@ absl::Status AnswerWhileFull(StreamPool& pool, const std::function<void()>& rele
 }
 
 TEST(StreamPoolTest, LeasesAreDistinctStreamsWhileHeld) {
-  auto pool = Pool(2, 0);
+  auto pool = FakeStreamPool(2, 0);
   absl::StatusOr<StreamPool::Lease> a = pool->Acquire(/*bounded=*/true);
   absl::StatusOr<StreamPool::Lease> b = pool->Acquire(/*bounded=*/true);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -52,13 +43,9 @@ TEST(StreamPoolTest, LeasesAreDistinctStreamsWhileHeld) {
 }
 
 TEST(StreamPoolTest, BoundedAcquireIsRefusedPastMaxWaitersNamingTheLimit) {
-  auto pool = Pool(1, 0);
-  std::optional<StreamPool::Lease> held;
-  {
-    absl::StatusOr<StreamPool::Lease> lease = pool->Acquire(/*bounded=*/true);
-    ASSERT_TRUE(lease.ok());
-    held.emplace(*std::move(lease));
-  }
+  auto pool = FakeStreamPool(1, 0);
+  std::optional<StreamPool::Lease> held = Hold(*pool);
+  ASSERT_TRUE(held.has_value());
   const absl::Status status = AnswerWhileFull(*pool, [&] { held.reset(); });
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
   EXPECT_NE(status.message().find("limit 0"), std::string::npos) << status;
@@ -66,13 +53,9 @@ TEST(StreamPoolTest, BoundedAcquireIsRefusedPastMaxWaitersNamingTheLimit) {
 }
 
 TEST(StreamPoolTest, AReturnedStreamGoesToTheWaiterAndTheQueueRefusesOnlyWhileFull) {
-  auto pool = Pool(1, 1);
-  std::optional<StreamPool::Lease> held;
-  {
-    absl::StatusOr<StreamPool::Lease> lease = pool->Acquire(/*bounded=*/true);
-    ASSERT_TRUE(lease.ok());
-    held.emplace(*std::move(lease));
-  }
+  auto pool = FakeStreamPool(1, 1);
+  std::optional<StreamPool::Lease> held = Hold(*pool);
+  ASSERT_TRUE(held.has_value());
   Stream* const stream = held->get();
   auto waiter = std::async(std::launch::async, [&] {
     absl::StatusOr<StreamPool::Lease> lease = pool->Acquire(/*bounded=*/true);
@@ -89,13 +72,9 @@ TEST(StreamPoolTest, AReturnedStreamGoesToTheWaiterAndTheQueueRefusesOnlyWhileFu
 }
 
 TEST(StreamPoolTest, UnboundedAcquireWaitsEvenWhenTheQueueIsFull) {
-  auto pool = Pool(1, 0);
-  std::optional<StreamPool::Lease> held;
-  {
-    absl::StatusOr<StreamPool::Lease> lease = pool->Acquire(/*bounded=*/true);
-    ASSERT_TRUE(lease.ok());
-    held.emplace(*std::move(lease));
-  }
+  auto pool = FakeStreamPool(1, 0);
+  std::optional<StreamPool::Lease> held = Hold(*pool);
+  ASSERT_TRUE(held.has_value());
   auto measurement = std::async(std::launch::async, [&] {
     return pool->Acquire(/*bounded=*/false).ok();
   });

@@ -7,27 +7,18 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "tests/engine/fake_backend.h"
+#include "tests/engine/fake_engine.h"
 
 namespace arbiter {
 namespace {
 
-using testing::FakeBackend;
+using testing::Eventually;
+using testing::FakeEngine;
 using testing::FakeCandidate;
 using testing::FakeStream;
 using testing::Gate;
 using testing::NaiveGemm;
 using testing::TimedKernel;
-
-// Polls for a state another thread reaches without signalling it, for at most 30 s.
-bool Eventually(const std::function<bool()>& condition) {
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > limit) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // between checks, not a wait for one
-  }
-  return true;
-}
 
 template <typename T>
 bool Ready(const std::future<T>& f) {
@@ -45,20 +36,9 @@ CallContext Leaving(std::shared_ptr<std::atomic<bool>> gone, std::string peer = 
 class TunerTest : public ::testing::Test {
  protected:
   void Start(std::vector<CandidateSpec> candidates) {
-    auto registry = Registry::Create(std::move(candidates), backend_);
-    ASSERT_TRUE(registry.ok()) << registry.status();
-    registry_ = std::move(*registry);
-    auto store = VerdictStore::Open(":memory:");
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    auto quarantine = Quarantine::Create(*store_, backend_.info().Fingerprint());
-    ASSERT_TRUE(quarantine.ok()) << quarantine.status();
-    quarantine_ = std::move(*quarantine);
-    std::vector<std::unique_ptr<Stream>> streams;
-    streams.push_back(std::make_unique<FakeStream>());
-    streams_ = std::make_unique<StreamPool>(std::move(streams), 4);
-    tuner_ = std::make_unique<Tuner>(options_, backend_, *registry_, *store_, *streams_,
-                                     *quarantine_, cache_, journal_.get());
+    ASSERT_TRUE(engine_.Start(std::move(candidates)).ok());
+    tuner_ = std::make_unique<Tuner>(options_, engine_.backend, *engine_.registry, *engine_.store,
+                                     *engine_.streams, *engine_.quarantine, cache_, journal_.get());
   }
   void TearDown() override {
     gate_->Open();  // a test that failed half-way must not leave the measuring thread blocked
@@ -67,7 +47,7 @@ class TunerTest : public ::testing::Test {
 
   // Whether a verdict for `p`'s bucket is stored.
   bool Stored(const Problem& p) {
-    return store_->GetVerdict(backend_.info().Fingerprint(), p.dtype, BucketOf(p)).ok();
+    return engine_.store->GetVerdict(engine_.fingerprint(), p.dtype, BucketOf(p)).ok();
   }
   // MeasureOnce on another thread.
   std::future<absl::StatusOr<Verdict>> MeasureInBackground(const Problem& p,
@@ -93,12 +73,8 @@ class TunerTest : public ::testing::Test {
   }();
   std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
   std::unique_ptr<IntentJournal> journal_;  // set before Start to keep one
-  FakeBackend backend_;
-  std::unique_ptr<Registry> registry_;
-  std::unique_ptr<VerdictStore> store_;
-  std::unique_ptr<Quarantine> quarantine_;
+  FakeEngine engine_;
   VerdictCache cache_{16};
-  std::unique_ptr<StreamPool> streams_;
   std::unique_ptr<Tuner> tuner_;
   const Problem p_{DType::kF32, 24, 40, 64};
 };
@@ -114,8 +90,7 @@ TEST_F(TunerTest, AMeasurementIsStoredAndCachedUnderItsBucket) {
   EXPECT_EQ(v->candidates, "fast@1,vendor@1");
   EXPECT_EQ(v->measured, p_);
   EXPECT_EQ(tuner_->measurements(), 1);
-  absl::StatusOr<Verdict> stored = store_->GetVerdict(backend_.info().Fingerprint(), p_.dtype,
-                                                      BucketOf(p_));
+  absl::StatusOr<Verdict> stored = engine_.store->GetVerdict(engine_.fingerprint(), p_.dtype, BucketOf(p_));
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ(stored->winner, "fast");
   std::optional<Verdict> cached = cache_.Get(BucketKeyOf(p_));
@@ -137,9 +112,9 @@ TEST_F(TunerTest, ADisprovedClaimQuarantinesTheCandidateForTheProblemsDtype) {
   absl::StatusOr<Verdict> v = tuner_->MeasureOnce(p_);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->winner, "vendor");
-  const CandidateSpec& flaky = registry_->Find("flaky")->spec;
-  EXPECT_TRUE(quarantine_->Covers(flaky, DType::kF32, BucketOf(Problem{DType::kF32, 8, 8, 8})));
-  EXPECT_FALSE(quarantine_->Covers(flaky, DType::kF64, BucketOf(p_)));
+  const CandidateSpec& flaky = engine_.Spec("flaky");
+  EXPECT_TRUE(engine_.quarantine->Covers(flaky, DType::kF32, BucketOf(Problem{DType::kF32, 8, 8, 8})));
+  EXPECT_FALSE(engine_.quarantine->Covers(flaky, DType::kF64, BucketOf(p_)));
   // The next measurement of the dtype no longer races it.
   absl::StatusOr<Verdict> again = tuner_->MeasureOnce(Problem{DType::kF32, 8, 8, 8});
   ASSERT_TRUE(again.ok()) << again.status();
@@ -340,7 +315,7 @@ TEST_F(TunerFaultTest, ADeviceFaultStopsTheMeasurementAndTheJournalNamesTheCandi
   auto later_runs = std::make_shared<int>(0);
   std::vector<CandidateSpec> c;
   c.push_back(FakeCandidate("faults", 3, [this](const GemmArgs&) {
-    backend_.SetHealth(absl::InternalError("sticky device error: illegal address"));
+    engine_.backend.SetHealth(absl::InternalError("sticky device error: illegal address"));
     return absl::InternalError("illegal address");
   }));
   c.push_back(FakeCandidate("after", 2, [later_runs](const GemmArgs& a) {

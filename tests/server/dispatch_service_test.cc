@@ -23,6 +23,7 @@ namespace arbiter::server {
 namespace {
 
 using std::chrono::system_clock;
+using ::arbiter::testing::Eventually;
 using ::arbiter::testing::Gate;
 
 TEST(DispatchServiceTest, OperandSizeErrorNamesTheExpectedBytesAndHowTheyWereComputed) {
@@ -44,16 +45,6 @@ TEST(WorkDeadlineTest, CallWithoutADeadlineGivesTheEngineNone) {
   EXPECT_FALSE(WorkDeadline(grpc::ServerContext().deadline()).has_value());
   const system_clock::time_point t = system_clock::now() + std::chrono::seconds(5);
   EXPECT_EQ(WorkDeadline(t), t);
-}
-
-// Polls for a state reached without a signal to wait on, for at most 30 s.
-bool Eventually(const std::function<bool()>& condition) {
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > limit) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // between checks, not a wait for one
-  }
-  return true;
 }
 
 class DispatchDeadlineTest : public ::testing::Test {
