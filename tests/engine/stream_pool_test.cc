@@ -83,12 +83,6 @@ TEST(StreamPoolTest, UnboundedAcquireWaitsEvenWhenTheQueueIsFull) {
   EXPECT_TRUE(measurement.get());
 }
 
-StreamPool::Lease Hold(StreamPool& pool) {
-  absl::StatusOr<StreamPool::Lease> lease = pool.Acquire(/*bounded=*/true);
-  EXPECT_TRUE(lease.ok()) << lease.status();
-  return *std::move(lease);
-}
-
 // The stream a background Acquire got (nullptr when refused), and its status.
 struct Got {
   Stream* stream = nullptr;
@@ -111,8 +105,9 @@ std::future<Got> AcquireInBackground(StreamPool& pool, bool bounded, CallContext
 }
 
 TEST(StreamPoolTest, AQueuedDispatchWhoseClientGoesAwayLeavesTheQueueAtOnce) {
-  auto pool = Pool(1, 4);
-  StreamPool::Lease held = Hold(*pool);
+  auto pool = FakeStreamPool(1, 4);
+  std::optional<StreamPool::Lease> held = Hold(*pool);
+  ASSERT_TRUE(held.has_value());
   auto gone = std::make_shared<std::atomic<bool>>(false);
   CallContext caller;
   caller.cancelled = [gone] { return gone->load(); };
@@ -126,8 +121,9 @@ TEST(StreamPoolTest, AQueuedDispatchWhoseClientGoesAwayLeavesTheQueueAtOnce) {
 }
 
 TEST(StreamPoolTest, AQueuedDispatchLeavesWhenItsDeadlinePassesWithoutAStreamFreeing) {
-  auto pool = Pool(1, 4);
-  StreamPool::Lease held = Hold(*pool);
+  auto pool = FakeStreamPool(1, 4);
+  std::optional<StreamPool::Lease> held = Hold(*pool);
+  ASSERT_TRUE(held.has_value());
   CallContext caller;
   caller.deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(50);
   const Got got = AcquireInBackground(*pool, /*bounded=*/true, caller).get();
@@ -136,8 +132,9 @@ TEST(StreamPoolTest, AQueuedDispatchLeavesWhenItsDeadlinePassesWithoutAStreamFre
 }
 
 TEST(StreamPoolTest, AWaitingDispatchIsServedBeforeAWaitingMeasurement) {
-  auto pool = Pool(1, 4);
-  std::optional<StreamPool::Lease> held(Hold(*pool));
+  auto pool = FakeStreamPool(1, 4);
+  std::optional<StreamPool::Lease> held = Hold(*pool);
+  ASSERT_TRUE(held.has_value());
   auto measurement = AcquireInBackground(*pool, /*bounded=*/false);
   ASSERT_TRUE(Eventually([&] { return pool->measurements_waiting() == 1; }));
   std::promise<void> release_dispatch;
@@ -153,7 +150,7 @@ TEST(StreamPoolTest, AWaitingDispatchIsServedBeforeAWaitingMeasurement) {
 }
 
 TEST(StreamPoolTest, AYieldLendsTheStreamToQueuedDispatchesAndTakesTheSameStreamBack) {
-  auto pool = Pool(1, 4);
+  auto pool = FakeStreamPool(1, 4);
   absl::StatusOr<StreamPool::Lease> measuring = pool->Acquire(/*bounded=*/false);
   ASSERT_TRUE(measuring.ok());
   Stream* const mine = measuring->get();
@@ -168,7 +165,7 @@ TEST(StreamPoolTest, AYieldLendsTheStreamToQueuedDispatchesAndTakesTheSameStream
 }
 
 TEST(StreamPoolTest, AYieldWhoseCallerGoesAwayLeavesTheStreamWithThePool) {
-  auto pool = Pool(1, 4);
+  auto pool = FakeStreamPool(1, 4);
   absl::StatusOr<StreamPool::Lease> measuring = pool->Acquire(/*bounded=*/false);
   ASSERT_TRUE(measuring.ok());
   std::promise<void> release_dispatch;
