@@ -1,5 +1,9 @@
 #include "engine/backend.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 
 namespace arbiter {
@@ -11,6 +15,51 @@ std::string DeviceInfo::Fingerprint() const {
                                  multiprocessors);
   for (const auto& [library, version] : versions) absl::StrAppend(&out, "|", library, "=", version);
   return out;
+}
+
+absl::Status Stream::ReferenceRows(const Problem& p, const Buffer& a, const Buffer& b,
+                                   const std::vector<int64_t>& rows, std::vector<double>* c) {
+  std::vector<double> full;
+  RETURN_IF_ERROR(Reference(p, a, b, &full));
+  c->resize(rows.size() * static_cast<size_t>(p.n));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::copy_n(full.data() + rows[r] * p.n, p.n, c->data() + r * p.n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Stream::CopyRowsToHost(void* dst, const Buffer& src, size_t row_bytes,
+                                    const std::vector<int64_t>& rows) {
+  if (rows.empty()) return absl::OkStatus();
+  const int64_t last = *std::max_element(rows.begin(), rows.end());
+  std::vector<uint8_t> host(static_cast<size_t>(last + 1) * row_bytes);
+  RETURN_IF_ERROR(CopyToHost(host.data(), src, host.size()));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::memcpy(static_cast<uint8_t*>(dst) + r * row_bytes, host.data() + rows[r] * row_bytes,
+                row_bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Stream::CountNonFinite(const Buffer& buf, DType dtype, size_t count) {
+  std::vector<uint8_t> host(count * ElementSize(dtype));
+  RETURN_IF_ERROR(CopyToHost(host.data(), buf, host.size()));
+  int64_t nonfinite = 0;
+  for (size_t i = 0; i < count; ++i) nonfinite += !std::isfinite(LoadAsDouble(dtype, host.data(), i));
+  return nonfinite;
+}
+
+absl::StatusOr<int64_t> Stream::CountDifferences(const Buffer& x, const Buffer& y, DType dtype,
+                                                 size_t count) {
+  const size_t elem = ElementSize(dtype);
+  std::vector<uint8_t> hx(count * elem), hy(count * elem);
+  RETURN_IF_ERROR(CopyToHost(hx.data(), x, hx.size()));
+  RETURN_IF_ERROR(CopyToHost(hy.data(), y, hy.size()));
+  int64_t differ = 0;
+  for (size_t i = 0; i < count; ++i) {
+    differ += std::memcmp(hx.data() + i * elem, hy.data() + i * elem, elem) != 0;
+  }
+  return differ;
 }
 
 }  // namespace arbiter

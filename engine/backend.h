@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,23 @@ class Stream {
   // f64-accumulated reference over the operands as stored, written to host.
   virtual absl::Status Reference(const Problem& p, const Buffer& a, const Buffer& b,
                                  std::vector<double>* c) = 0;
+
+  // What the measurer uses to check a large C without bringing all of it to the
+  // host. Each default goes through the host (Reference, CopyToHost) and is right
+  // for any backend; a device backend overrides them so the work stays on the
+  // device and only counts or a few rows cross the bus.
+
+  // The reference for the listed rows of C only, packed: rows.size() x N doubles.
+  virtual absl::Status ReferenceRows(const Problem& p, const Buffer& a, const Buffer& b,
+                                     const std::vector<int64_t>& rows, std::vector<double>* c);
+  // Copies the listed rows of a row-major `src` (each `row_bytes` long) to `dst`, packed.
+  virtual absl::Status CopyRowsToHost(void* dst, const Buffer& src, size_t row_bytes,
+                                      const std::vector<int64_t>& rows);
+  // How many of the first `count` elements of `buf` are NaN or Inf.
+  virtual absl::StatusOr<int64_t> CountNonFinite(const Buffer& buf, DType dtype, size_t count);
+  // How many of the first `count` elements differ bitwise between `x` and `y`.
+  virtual absl::StatusOr<int64_t> CountDifferences(const Buffer& x, const Buffer& y, DType dtype,
+                                                   size_t count);
 };
 
 // Thread-safe: provides internal synchronization.
@@ -74,6 +92,9 @@ class Backend {
   // OK while the device can serve; a sticky device error is reported here and
   // makes the daemon NOT_SERVING.
   virtual absl::Status Health() const { return absl::OkStatus(); }
+  // The SM (core) clock now, in MHz, where the device reports one (a GPU through
+  // NVML); nullopt where it does not. Read during a race and kept in the verdict.
+  virtual std::optional<double> SmClockMhz() const { return std::nullopt; }
 };
 
 // Arguments of one kernel launch; pointers are device pointers of `stream`'s backend.

@@ -26,26 +26,18 @@ double SecondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Runs the member once on poisoned C and copies C back to `host_c`.
-absl::Status RunOnce(const CandidateMember& member, const GemmArgs& args, Buffer& c,
-                     std::vector<uint8_t>* host_c) {
-  Stream& s = *args.stream;
-  const size_t count = static_cast<size_t>(args.problem.m * args.problem.n);
-  RETURN_IF_ERROR(s.Poison(c, args.problem.dtype, count));
-  RETURN_IF_ERROR(member.run(args));
-  RETURN_IF_ERROR(s.Synchronize());
-  host_c->resize(args.problem.c_bytes());
-  return s.CopyToHost(host_c->data(), c, args.problem.c_bytes());
-}
+// Adds the host wall time of its scope to one phase of a TuningCost.
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(double* phase) : phase_(phase), t0_(Clock::now()) {}
+  ~PhaseTimer() { *phase_ += SecondsSince(t0_); }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
 
-size_t BitwiseDifferences(const std::vector<uint8_t>& x, const std::vector<uint8_t>& y,
-                          size_t elem, size_t count) {
-  size_t diff = 0;
-  for (size_t i = 0; i < count; ++i) {
-    if (std::memcmp(x.data() + i * elem, y.data() + i * elem, elem) != 0) ++diff;
-  }
-  return diff;
-}
+ private:
+  double* phase_;
+  Clock::time_point t0_;
+};
 
 // The smaller M used to check batch invariance: about half of M, allowed by coverage. 0 if none.
 int64_t SmallerM(const ShapeCoverage& shape, int64_t m) {
@@ -54,7 +46,33 @@ int64_t SmallerM(const ShapeCoverage& shape, int64_t m) {
   return m2;
 }
 
+std::string Us(double seconds) { return absl::StrFormat("%.3gus", seconds * 1e6); }
+
 }  // namespace
+
+struct Measurer::Operands {
+  Problem p;
+  std::unique_ptr<Buffer> a, b, c;
+  std::unique_ptr<Buffer> c2;  // a second C for the claim re-runs, allocated when first needed
+  std::vector<int64_t> rows;   // the rows of C checked against the reference, sorted
+  std::vector<double> ref;     // the reference of those rows, packed
+  TuningCost* cost = nullptr;
+
+  bool all_rows() const { return static_cast<int64_t>(rows.size()) == p.m; }
+  size_t count() const { return static_cast<size_t>(p.m * p.n); }
+  GemmArgs Args(Stream& s) const { return GemmArgs{p, a->data(), b->data(), c->data(), &s}; }
+};
+
+struct Measurer::Entrant {
+  const CandidateSpec* spec = nullptr;
+  const CandidateMember* member = nullptr;
+  CandidateResult* result = nullptr;
+  std::vector<double> samples;  // device seconds, in the order taken
+  double device = 0;            // their sum
+  bool active = true;           // still sampling
+  std::string stopped;          // why it stopped before its median was stable, if it did
+  absl::Status error;           // a run or the timer failed
+};
 
 SampleStats Summarize(std::vector<double> samples) {
   SampleStats s;
@@ -62,7 +80,9 @@ SampleStats Summarize(std::vector<double> samples) {
   if (samples.empty()) return s;
   std::sort(samples.begin(), samples.end());
   s.median = Quantile(samples, 0.5);
-  s.spread = s.median > 0 ? (Quantile(samples, 0.75) - Quantile(samples, 0.25)) / s.median : 0;
+  s.q1 = Quantile(samples, 0.25);
+  s.q3 = Quantile(samples, 0.75);
+  s.spread = s.median > 0 ? (s.q3 - s.q1) / s.median : 0;
   return s;
 }
 
@@ -78,30 +98,49 @@ void FillRandom(DType dtype, void* data, size_t count, uint64_t seed) {
 
 absl::StatusOr<std::vector<Measurement>> Measurer::Measure(
     const Problem& p, const std::vector<const RegisteredCandidate*>& candidates) {
-  const uint64_t seed = options_.seed ? options_.seed : std::random_device{}();
-  std::vector<uint8_t> host_a(p.a_bytes()), host_b(p.b_bytes());
-  FillRandom(p.dtype, host_a.data(), static_cast<size_t>(p.m * p.k), seed);
-  FillRandom(p.dtype, host_b.data(), static_cast<size_t>(p.k * p.n), seed ^ 0x9e3779b97f4a7c15ull);
+  ASSIGN_OR_RETURN(MeasureReport report, Race(p, candidates));
+  return std::move(report.measurements);
+}
 
-  ASSIGN_OR_RETURN(std::unique_ptr<Buffer> a, backend_.Allocate(p.a_bytes()));
-  ASSIGN_OR_RETURN(std::unique_ptr<Buffer> b, backend_.Allocate(p.b_bytes()));
-  ASSIGN_OR_RETURN(std::unique_ptr<Buffer> c, backend_.Allocate(p.c_bytes()));
-  RETURN_IF_ERROR(stream_.CopyToDevice(*a, host_a.data(), p.a_bytes()));
-  RETURN_IF_ERROR(stream_.CopyToDevice(*b, host_b.data(), p.b_bytes()));
-  std::vector<double> ref;
-  RETURN_IF_ERROR(stream_.Reference(p, *a, *b, &ref));
+absl::StatusOr<MeasureReport> Measurer::Race(
+    const Problem& p, const std::vector<const RegisteredCandidate*>& candidates) {
+  MeasureReport report;
+  TuningCost& cost = report.cost;
+  Operands ops;
+  ops.p = p;
+  ops.cost = &cost;
+  {
+    PhaseTimer phase(&cost.setup);
+    const uint64_t seed = options_.seed ? options_.seed : std::random_device{}();
+    std::vector<uint8_t> host_a(p.a_bytes()), host_b(p.b_bytes());
+    FillRandom(p.dtype, host_a.data(), static_cast<size_t>(p.m * p.k), seed);
+    FillRandom(p.dtype, host_b.data(), static_cast<size_t>(p.k * p.n), seed ^ 0x9e3779b97f4a7c15ull);
+    ASSIGN_OR_RETURN(ops.a, backend_.Allocate(p.a_bytes()));
+    ASSIGN_OR_RETURN(ops.b, backend_.Allocate(p.b_bytes()));
+    ASSIGN_OR_RETURN(ops.c, backend_.Allocate(p.c_bytes()));
+    RETURN_IF_ERROR(stream_.CopyToDevice(*ops.a, host_a.data(), p.a_bytes()));
+    RETURN_IF_ERROR(stream_.CopyToDevice(*ops.b, host_b.data(), p.b_bytes()));
+    RETURN_IF_ERROR(stream_.Synchronize());
+  }
+  {
+    // Once for every candidate: the operands are the same for all of them.
+    PhaseTimer phase(&cost.reference);
+    const double volume = static_cast<double>(p.m) * static_cast<double>(p.n) * p.k;
+    ops.rows = SampledRows(p.m, volume <= options_.oracle_full_volume ? p.m : options_.oracle_rows);
+    if (ops.all_rows()) {
+      RETURN_IF_ERROR(stream_.Reference(p, *ops.a, *ops.b, &ops.ref));
+    } else {
+      RETURN_IF_ERROR(stream_.ReferenceRows(p, *ops.a, *ops.b, ops.rows, &ops.ref));
+    }
+  }
+  cost.rows_checked = static_cast<int64_t>(ops.rows.size());
 
-  const GemmArgs args{p, a->data(), b->data(), c->data(), &stream_};
-  double best_median = 0;
-  std::vector<Measurement> out;
-  // The bucket budget covers the candidates' runs, not preparing operands and
-  // reference; the first candidate always gets at least one timed sample.
-  started_ = Clock::now();
-  yielded_ = Clock::duration::zero();
-  bool launched = false;
+  report.measurements.reserve(candidates.size());  // entrants point into it
+  std::vector<std::pair<size_t, const RegisteredCandidate*>> passed;
   for (const RegisteredCandidate* rc : candidates) {
     RETURN_IF_ERROR(Checkpoint());
-    Measurement meas;
+    if (Cancelled()) return absl::CancelledError(absl::StrCat("measurement of ", p.ToString(), " cancelled"));
+    Measurement& meas = report.measurements.emplace_back();
     CandidateResult& r = meas.result;
     r.name = rc->spec.name;
     r.version = rc->spec.version;
@@ -110,111 +149,135 @@ absl::StatusOr<std::vector<Measurement>> Measurer::Measure(
     if (member == nullptr) {
       r.state = ResultState::kUnmeasured;
       r.reason = absl::StrCat("no ", DTypeName(p.dtype), " entry point");
-    } else if (launched && BucketBudgetSpent()) {
-      r.determinism = member->contract.determinism;
-      r.state = ResultState::kUnmeasured;
-      r.reason = absl::StrFormat("the bucket's budget (%gs holding the device) was spent before its turn",
-                                 options_.bucket_budget_seconds);
-    } else {
-      r.determinism = member->contract.determinism;
-      std::vector<uint8_t> first;
-      launched = true;
-      Launching(rc->spec, "oracle");
-      if (!PassesOracle(*member, args, *c, ref, &r, &first)) {
-        out.push_back(std::move(meas));
-        continue;
-      }
-      RETURN_IF_ERROR(Checkpoint());
-      const bool rerun = options_.check_determinism && r.determinism >= Determinism::kRunToRun;
-      if (rerun) Launching(rc->spec, "determinism");
-      const bool holds = HoldsDeterminismClaims(*member, args, *c, first, &meas);
-      if (rerun) RETURN_IF_ERROR(Checkpoint());
-      if (holds) {
-        Launching(rc->spec, "timing");
-        RETURN_IF_ERROR(TimeOnDevice(*member, args, best_median, &r));
-        if (r.timed() && (best_median == 0 || r.median_seconds < best_median)) {
-          best_median = r.median_seconds;
-        }
-      }
+      continue;
     }
-    out.push_back(std::move(meas));
+    r.determinism = member->contract.determinism;
+    Launching(rc->spec, "oracle");
+    if (!PassesOracle(*member, ops, &r, &cost)) continue;
+    RETURN_IF_ERROR(Checkpoint());
+    Launching(rc->spec, "determinism");
+    if (HoldsDeterminismClaims(*member, ops, &meas)) {
+      passed.emplace_back(report.measurements.size() - 1, rc);
+    }
   }
-  return out;
+  ops.c2.reset();
+
+  std::vector<Entrant> entrants(passed.size());
+  for (size_t i = 0; i < passed.size(); ++i) {
+    entrants[i].result = &report.measurements[passed[i].first].result;
+    entrants[i].spec = &passed[i].second->spec;
+    entrants[i].member = passed[i].second->spec.Member(p.dtype);
+  }
+  RETURN_IF_ERROR(TimePaired(entrants, ops, &report));
+  for (Entrant& e : entrants) {
+    CandidateResult& r = *e.result;
+    if (!e.error.ok()) {
+      r.state = ResultState::kError;
+      r.reason = absl::StrCat("timing failed: ", e.error.ToString());
+      continue;
+    }
+    const SampleStats st = Summarize(e.samples);
+    r.state = ResultState::kTimed;
+    r.median_seconds = st.median;
+    r.spread = st.spread;
+    r.samples = st.count;
+    r.reason = e.stopped;
+  }
+  return report;
 }
 
-void Measurer::Launching(const CandidateSpec& candidate, std::string_view phase) {
-  if (hooks_ != nullptr) hooks_->Launching(candidate, phase);
-}
-
-absl::Status Measurer::Checkpoint() {
-  if (hooks_ == nullptr) return absl::OkStatus();
-  const Clock::time_point t0 = Clock::now();
-  absl::Status s = hooks_->Checkpoint();
-  yielded_ += Clock::now() - t0;
-  return s;
-}
-
-bool Measurer::BucketBudgetSpent() const {
-  const double held = std::chrono::duration<double>(Clock::now() - started_ - yielded_).count();
-  return held >= options_.bucket_budget_seconds;
-}
-
-bool Measurer::PassesOracle(const CandidateMember& member, const GemmArgs& args, Buffer& c,
-                            const std::vector<double>& ref, CandidateResult* r,
-                            std::vector<uint8_t>* out) {
-  if (absl::Status s = RunOnce(member, args, c, out); !s.ok()) {
+bool Measurer::PassesOracle(const CandidateMember& member, Operands& ops, CandidateResult* r,
+                            TuningCost* cost) {
+  PhaseTimer phase(&cost->oracle);
+  const Problem& p = ops.p;
+  absl::Status s = stream_.Poison(*ops.c, p.dtype, ops.count());
+  if (s.ok()) s = member.run(ops.Args(stream_));
+  if (s.ok()) s = stream_.Synchronize();
+  if (!s.ok()) {
     r->state = ResultState::kError;
     r->reason = absl::StrCat("run failed: ", s.ToString());
     return false;
   }
-  const OracleReport report = CheckOutput(args.problem, member.contract.accuracy, out->data(), ref);
+  // Every element of C must be finite, rows checked or not: an unwritten element is NaN.
+  absl::StatusOr<int64_t> nonfinite = stream_.CountNonFinite(*ops.c, p.dtype, ops.count());
+  const size_t row_bytes = static_cast<size_t>(p.n) * ElementSize(p.dtype);
+  std::vector<uint8_t> rows(ops.rows.size() * row_bytes);
+  if (nonfinite.ok()) {
+    s = ops.all_rows() ? stream_.CopyToHost(rows.data(), *ops.c, rows.size())
+                       : stream_.CopyRowsToHost(rows.data(), *ops.c, row_bytes, ops.rows);
+  }
+  if (!nonfinite.ok() || !s.ok()) {
+    r->state = ResultState::kError;
+    r->reason = absl::StrCat("reading C failed: ",
+                             (nonfinite.ok() ? s : nonfinite.status()).ToString());
+    return false;
+  }
+  const OracleReport report =
+      ops.all_rows() ? CheckOutput(p, member.contract.accuracy, rows.data(), ops.ref)
+                     : CheckRows(p, member.contract.accuracy, rows.data(), ops.ref, ops.rows);
   r->max_abs_error = report.max_abs_error;
   r->max_rel_error = report.max_rel_error;
-  if (!report.pass) {
+  if (!report.pass || *nonfinite > 0) {
     r->state = ResultState::kFailedOracle;
     r->reason = report.detail;
+    if (*nonfinite > report.nonfinite) {
+      r->reason = absl::StrCat(*nonfinite, " of ", ops.count(),
+                               " elements of C non-finite (unwritten, NaN or Inf); ", report.detail);
+    }
     return false;
   }
   return true;
 }
 
-bool Measurer::HoldsDeterminismClaims(const CandidateMember& member, const GemmArgs& args,
-                                      Buffer& c, const std::vector<uint8_t>& first,
+bool Measurer::HoldsDeterminismClaims(const CandidateMember& member, Operands& ops,
                                       Measurement* meas) {
-  if (!options_.check_determinism) return true;
-  const Problem& p = args.problem;
   CandidateResult& r = meas->result;
-  const size_t elem = ElementSize(p.dtype);
-  const size_t count = static_cast<size_t>(p.m * p.n);
-  if (r.determinism >= Determinism::kRunToRun) {
-    std::vector<uint8_t> second;
-    absl::Status s = RunOnce(member, args, c, &second);
-    const size_t diff = s.ok() ? BitwiseDifferences(first, second, elem, count) : count;
-    if (!s.ok() || diff > 0) {
-      r.state = ResultState::kQuarantined;
-      r.reason = s.ok() ? absl::StrCat("run_to_run claim failed: ", diff, " of ", count,
-                                       " elements differ bitwise between two runs on identical inputs (",
-                                       p.ToString(), ")")
-                        : absl::StrCat("second run failed: ", s.ToString());
-      meas->claim_violation = s.ok();
+  if (!options_.check_determinism || r.determinism < Determinism::kRunToRun) return true;
+  PhaseTimer phase(&ops.cost->determinism);
+  const Problem& p = ops.p;
+  if (ops.c2 == nullptr) {
+    absl::StatusOr<std::unique_ptr<Buffer>> c2 = backend_.Allocate(p.c_bytes());
+    if (!c2.ok()) {
+      r.state = ResultState::kError;
+      r.reason = absl::StrCat("allocating C for the claim check failed: ", c2.status().ToString());
       return false;
     }
+    ops.c2 = *std::move(c2);
+  }
+  // Runs `q` (p, or p with a smaller M) into the poisoned second C and counts the
+  // elements of its first rows that differ bitwise from the first run's C.
+  auto rerun = [&](const Problem& q) -> absl::StatusOr<int64_t> {
+    const size_t count = static_cast<size_t>(q.m * q.n);
+    RETURN_IF_ERROR(stream_.Poison(*ops.c2, q.dtype, count));
+    RETURN_IF_ERROR(member.run(GemmArgs{q, ops.a->data(), ops.b->data(), ops.c2->data(), &stream_}));
+    RETURN_IF_ERROR(stream_.Synchronize());
+    return stream_.CountDifferences(*ops.c, *ops.c2, q.dtype, count);
+  };
+  const size_t count = ops.count();
+  absl::StatusOr<int64_t> diff = rerun(p);
+  if (!diff.ok() || *diff > 0) {
+    r.state = ResultState::kQuarantined;
+    r.reason = diff.ok() ? absl::StrCat("run_to_run claim failed: ", *diff, " of ", count,
+                                        " elements differ bitwise between two runs on identical "
+                                        "inputs (", p.ToString(), ")")
+                         : absl::StrCat("second run failed: ", diff.status().ToString());
+    meas->claim_violation = diff.ok();
+    return false;
   }
   if (r.determinism == Determinism::kBatchInvariant) {
     if (const int64_t m2 = SmallerM(member.contract.shape, p.m); m2 > 0) {
       Problem sub = p;
       sub.m = m2;
-      std::vector<uint8_t> rows;
-      absl::Status s = RunOnce(member, GemmArgs{sub, args.a, args.b, args.c, args.stream}, c, &rows);
       const size_t sub_count = static_cast<size_t>(m2 * p.n);
-      const size_t diff = s.ok() ? BitwiseDifferences(first, rows, elem, sub_count) : sub_count;
-      if (!s.ok() || diff > 0) {
+      diff = rerun(sub);
+      if (!diff.ok() || *diff > 0) {
         r.state = ResultState::kQuarantined;
-        r.reason = s.ok() ? absl::StrCat("batch_invariant claim failed: ", diff, " of ", sub_count,
-                                         " elements of the first ", m2, " rows differ between M=", p.m,
-                                         " and M=", m2, " (", p.ToString(), ")")
-                          : absl::StrCat("run at M=", m2, " failed: ", s.ToString());
-        meas->claim_violation = s.ok();
+        r.reason = diff.ok() ? absl::StrCat("batch_invariant claim failed: ", *diff, " of ",
+                                            sub_count, " elements of the first ", m2,
+                                            " rows differ between M=", p.m, " and M=", m2, " (",
+                                            p.ToString(), ")")
+                             : absl::StrCat("run at M=", m2, " failed: ", diff.status().ToString());
+        meas->claim_violation = diff.ok();
         return false;
       }
     }
@@ -222,62 +285,119 @@ bool Measurer::HoldsDeterminismClaims(const CandidateMember& member, const GemmA
   return true;
 }
 
-absl::Status Measurer::TimeOnDevice(const CandidateMember& member, const GemmArgs& args,
-                                    double best_median, CandidateResult* r) {
-  absl::Status run_status;
-  for (int i = 0; i < options_.warmup_runs && run_status.ok(); ++i) {
-    run_status = member.run(args);
+absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands& ops,
+                                  MeasureReport* report) {
+  if (entrants.empty()) return absl::OkStatus();
+  TuningCost& cost = report->cost;
+  const GemmArgs args = ops.Args(stream_);
+  const auto cancelled = [&] {
+    return absl::CancelledError(absl::StrCat("measurement of ", ops.p.ToString(), " cancelled"));
+  };
+  {
+    PhaseTimer phase(&cost.warmup);
+    for (int w = 0; w < options_.warmup_runs; ++w) {
+      for (Entrant& e : entrants) {
+        if (Cancelled()) return cancelled();
+        if (!e.active) continue;
+        Launching(*e.spec, "timing");
+        e.error = e.member->run(args);
+        e.active = e.error.ok();
+      }
+    }
+    if (absl::Status s = stream_.Synchronize(); !s.ok()) {
+      for (Entrant& e : entrants) e.error.Update(s);
+      return absl::OkStatus();
+    }
   }
-  if (run_status.ok()) run_status = stream_.Synchronize();
-  std::vector<double> samples;
-  std::string stopped;
+
+  const size_t n = entrants.size();
+  const double share = options_.device_budget_seconds / static_cast<double>(n);
   const Clock::time_point t0 = Clock::now();
-  while (run_status.ok() && static_cast<int>(samples.size()) < options_.max_samples) {
-    if (options_.cold_cache) run_status = stream_.FlushCache();
-    if (run_status.ok()) run_status = stream_.TimerStart();
-    if (run_status.ok()) run_status = member.run(args);
-    if (run_status.ok()) run_status = stream_.TimerStop();
-    if (!run_status.ok()) break;
-    absl::StatusOr<double> t = stream_.ElapsedSeconds();
-    if (!t.ok()) {
-      run_status = t.status();
-      break;
+  for (int round = 0; std::any_of(entrants.begin(), entrants.end(), [](const Entrant& e) {
+         return e.active;
+       });
+       ++round) {
+    // One sample of each, starting one further along each round: no candidate
+    // always runs first, or always right after the same other one.
+    for (size_t j = 0; j < n; ++j) {
+      Entrant& e = entrants[(round + j) % n];
+      if (!e.active) continue;
+      RETURN_IF_ERROR(Checkpoint());  // the last sample is complete: nothing in flight
+      if (Cancelled()) return cancelled();
+      Launching(*e.spec, "timing");
+      absl::Status s;
+      if (options_.cold_cache) {
+        PhaseTimer phase(&cost.flush);
+        s = stream_.FlushCache();
+        if (s.ok()) s = stream_.Synchronize();
+      }
+      absl::StatusOr<double> t = absl::UnknownError("not timed");
+      {
+        PhaseTimer phase(&cost.timing);
+        if (s.ok()) s = stream_.TimerStart();
+        if (s.ok()) s = e.member->run(args);
+        if (s.ok()) s = stream_.TimerStop();
+        t = s.ok() ? stream_.ElapsedSeconds() : absl::StatusOr<double>(s);
+      }
+      if (!t.ok()) {
+        e.error = t.status();
+        e.active = false;
+        continue;
+      }
+      e.samples.push_back(*t);
+      e.device += *t;
+      cost.device += *t;
     }
-    samples.push_back(*t);
-    const SampleStats st = Summarize(samples);
-    const double spent = SecondsSince(t0);  // wall time: the budget covers sampling overheads too
-    if (st.count >= options_.min_samples && st.spread <= options_.stable_spread) break;
-    if (BucketBudgetSpent()) {
-      stopped = absl::StrFormat("the bucket's budget (%gs holding the device) was spent after %d samples",
-                                options_.bucket_budget_seconds, st.count);
-      break;
+    cost.rounds = round + 1;
+    if (std::optional<double> mhz = backend_.SmClockMhz()) {
+      report->sm_clock_min_mhz =
+          report->sm_clock_min_mhz == 0 ? *mhz : std::min(report->sm_clock_min_mhz, *mhz);
+      report->sm_clock_max_mhz = std::max(report->sm_clock_max_mhz, *mhz);
     }
-    if (st.count >= options_.min_samples && spent > options_.budget_seconds) {
-      stopped = "time budget spent before the median was stable";
-      break;
+
+    // The fastest so far, by median, among those with samples.
+    const Entrant* best = nullptr;
+    SampleStats best_st;
+    for (const Entrant& e : entrants) {
+      if (!e.error.ok() || e.samples.empty()) continue;
+      const SampleStats st = Summarize(e.samples);
+      if (best == nullptr || st.median < best_st.median) {
+        best = &e;
+        best_st = st;
+      }
     }
-    // A candidate already 10x slower than the best so far cannot win: don't spend the budget.
-    if (st.count >= 3 && best_median > 0 && st.median > 10 * best_median) {
-      stopped = absl::StrFormat("stopped early: over 10x the best median (%.3gus)", best_median * 1e6);
-      break;
+    const double wall = SecondsSince(t0);
+    const bool device_spent = cost.device >= options_.device_budget_seconds;
+    const bool budget_spent = device_spent || wall >= options_.wall_budget_seconds;
+    const bool out_of_time = wall > options_.wall_limit_seconds;
+    for (Entrant& e : entrants) {
+      if (!e.active) continue;
+      const SampleStats st = Summarize(e.samples);
+      const bool enough = st.count >= options_.min_samples;
+      if (st.count >= options_.max_samples || (enough && st.spread <= options_.stable_spread)) {
+        e.active = false;
+      } else if (&e != best && enough && best_st.count >= options_.min_samples &&
+                 st.q1 > best_st.q3) {
+        // Even its faster samples are slower than the best's slower ones.
+        e.active = false;
+        e.stopped = absl::StrCat("stopped: cannot win, lower quartile ", Us(st.q1),
+                                 " above the best's upper quartile ", Us(best_st.q3));
+      } else if (best != nullptr && &e != best &&
+                 st.median > options_.hopeless_factor * best_st.median &&
+                 (st.count >= 3 || e.device >= share)) {
+        e.active = false;
+        e.stopped = absl::StrFormat("stopped early: over %gx the best median (%s)",
+                                    options_.hopeless_factor, Us(best_st.median));
+      } else if (budget_spent && enough) {
+        e.active = false;
+        e.stopped = device_spent ? "device-time budget spent before the median was stable"
+                                 : "host-time budget spent before the median was stable";
+      } else if (out_of_time) {
+        e.active = false;
+        e.stopped = "wall-clock limit reached before the median was stable";
+      }
     }
-    if (spent > 4 * options_.budget_seconds) {
-      stopped = "hard time limit reached";
-      break;
-    }
-    RETURN_IF_ERROR(Checkpoint());  // the sample is complete: nothing in flight
   }
-  if (!run_status.ok()) {
-    r->state = ResultState::kError;
-    r->reason = absl::StrCat("timing failed: ", run_status.ToString());
-    return absl::OkStatus();
-  }
-  const SampleStats st = Summarize(samples);
-  r->state = ResultState::kTimed;
-  r->median_seconds = st.median;
-  r->spread = st.spread;
-  r->samples = st.count;
-  r->reason = stopped;
   return absl::OkStatus();
 }
 

@@ -1,22 +1,30 @@
 // Measures one bucket on a backend: fresh random operands of the requested
-// shape (never zeros), then each candidate in three phases - checked by the
-// oracle on poisoned output; its determinism claim checked by running it again
-// (and, for batch_invariant, at a smaller M); then timed: warm-up, cold cache
-// before every sample, each sample by the device timer, repeated until the
-// median is stable or the candidate's time budget (host wall time) is spent.
+// shape (never zeros) and one f64 reference for all candidates, then
+//   1. the oracle: each candidate runs once on NaN-poisoned C; every element of C
+//      must be finite (counted on the device) and the checked rows must be within
+//      the candidate's budget - all rows while the full f64 reference is cheap
+//      (M*N*K <= oracle_full_volume, or M <= oracle_rows), else a sample of rows
+//      (SampledRows: first and last rows, partial-tile edges, one row per block);
+//   2. its determinism claim: run again (and, for batch_invariant, at a smaller
+//      M) into a second poisoned C, compared bitwise on the device;
+//   3. paired timing: the candidates that passed are timed interleaved, one
+//      sample of each per round (the round's order rotating), each sample cold
+//      (cache flushed) and by the device timer, so drift in clocks or temperature
+//      lands on every candidate alike instead of picking a winner. A candidate
+//      stops sampling once its median is stable, once it cannot win (its lower
+//      quartile above the best's upper quartile), or once it is far slower than
+//      the best and has spent its share of the device-time budget; the race stops
+//      when the budget of device time, or of host time, is spent (every candidate
+//      still gets min_samples) or the wall-clock limit is reached.
 // A candidate that fails, errors or cannot be timed is recorded with its state
-// and reason - never as a latency.
-//
-// The caller may pass MeasureHooks: told which candidate is about to launch
-// (before any of its kernels runs in each phase) and asked, between candidates
-// and between timed repeats, whether to go on. A measurement that holds the
-// stream longer than its bucket budget stops there and records what it has.
+// and reason - never as a latency. Where the time went is reported per phase.
 //
 // Not thread-safe: one Measurer per worker stream.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -27,26 +35,40 @@
 namespace arbiter {
 
 struct MeasureOptions {
-  int warmup_runs = 2;              // untimed runs before sampling (module load, caches, handles)
-  int min_samples = 5;              // at least this many timed samples
+  int warmup_runs = 0;              // untimed interleaved rounds before sampling; none by
+                                    // default: the oracle and claim runs have already loaded
+                                    // every kernel, and the median shrugs off one slow sample
+  int min_samples = 5;              // every candidate timed gets at least this many samples,
+                                    // unless it is hopeless or the wall-clock limit is hit
   int max_samples = 50;             // at most this many
-  double stable_spread = 0.02;      // stop once IQR/median of the samples is below this
-  double budget_seconds = 2.0;      // per candidate: stop sampling once this much wall time
-                                    // has passed (samples are device time; the budget is not)
-  double bucket_budget_seconds = 30.0;  // all candidates of a bucket: time holding the stream
-                                        // from the first launch, less time yielded in
-                                        // MeasureHooks::Checkpoint; once spent, the candidate
-                                        // being timed keeps its samples (at least one) and the
-                                        // rest are unmeasured with the reason
+  double stable_spread = 0.02;      // a candidate stops once IQR/median of its samples is below
+  double device_budget_seconds = 0.1;   // device time of all timed samples of one race: once
+                                        // spent, candidates with min_samples stop
+  double wall_budget_seconds = 0.5;  // host wall time of the timing phase (flushes included):
+                                     // once spent, candidates with min_samples stop, as for the
+                                     // device budget (tiny kernels cost more in flushes than runs)
+  double wall_limit_seconds = 10;   // host wall time of the timing phase: past it, sampling stops
+  double hopeless_factor = 10;      // over this many times the best median, a candidate stops
+                                    // once it has spent its share of the device budget
   bool cold_cache = true;           // flush the last-level cache before each sample
   uint64_t seed = 0;                // operand seed; 0 picks a fresh one per measurement
   bool check_determinism = true;    // rerun to check run_to_run / batch_invariant claims
+  int64_t oracle_rows = 64;         // all rows of C checked up to this M; past it (and past
+                                    // oracle_full_volume), a sample of about this many rows
+                                    // plus partial-tile edges
+  double oracle_full_volume = 1024.0 * 1024 * 1024;  // M*N*K up to which every row is
+                                    // checked whatever M is: there the full reference costs
+                                    // less than the race it guards
+  // Polled between runs; once it returns true the measurement stops with
+  // CANCELLED and nothing it measured is returned. Unset: never cancelled.
+  std::function<bool()> cancelled;
 };
 
 // Robust statistics of device-time samples.
 struct SampleStats {
   double median = 0;
   double spread = 0;  // (q3 - q1) / median
+  double q1 = 0, q3 = 0;
   int count = 0;
 };
 SampleStats Summarize(std::vector<double> samples);
@@ -58,19 +80,29 @@ struct Measurement {
   bool claim_violation = false;
 };
 
+// Everything one measurement produced: per candidate, in the order given;
+// where the time went; the SM clock range seen while timing (0 where unknown).
+struct MeasureReport {
+  std::vector<Measurement> measurements;
+  TuningCost cost;
+  double sm_clock_min_mhz = 0;
+  double sm_clock_max_mhz = 0;
+};
+
 // What the measurer tells its caller, and asks it, as it goes. Called on the
 // measuring thread.
 class MeasureHooks {
  public:
   virtual ~MeasureHooks() = default;
   // Before the first kernel of `candidate` in `phase` ("oracle", "determinism",
-  // "timing") is launched. The candidate named last is the one whose kernels may
-  // be running until the next call or the end of Measure.
+  // "timing") is launched, and before each of its timed samples. The candidate
+  // named last is the one whose kernels may be running until the next call or
+  // the end of the measurement (the tuning intent journal records it).
   virtual void Launching(const CandidateSpec& candidate, std::string_view phase) = 0;
-  // Between candidates and between timed repeats, with no kernel in flight on
-  // the stream: a non-OK status stops the measurement and Measure returns it
-  // (nothing is recorded). May block (e.g. while queued dispatches use the
-  // stream); that time does not count against the bucket budget.
+  // Between candidates, between a candidate's phases and before each timed
+  // sample, with no kernel in flight on the stream: a non-OK status stops the
+  // measurement and Race returns it (nothing is recorded). May block (e.g. while
+  // queued dispatches use the stream).
   virtual absl::Status Checkpoint() = 0;
 };
 
@@ -84,40 +116,40 @@ class Measurer {
   Measurer& operator=(const Measurer&) = delete;
 
   // Measures each candidate on problem `p`. The candidates must cover `p`.
+  // CANCELLED when options.cancelled said so.
+  absl::StatusOr<MeasureReport> Race(const Problem& p,
+                                     const std::vector<const RegisteredCandidate*>& candidates);
+  // Race's measurements alone.
   absl::StatusOr<std::vector<Measurement>> Measure(
       const Problem& p, const std::vector<const RegisteredCandidate*>& candidates);
 
  private:
-  // Phase 1: one run on poisoned C, checked against the reference `ref`. Leaves
-  // C in `out`; false (with r's state and reason set) when the run fails or the
-  // output is out of budget.
-  bool PassesOracle(const CandidateMember& member, const GemmArgs& args, Buffer& c,
-                    const std::vector<double>& ref, CandidateResult* r, std::vector<uint8_t>* out);
+  struct Entrant;  // a candidate in the timing phase
+  struct Operands;  // A, B, C, a second C, the reference and the rows it covers
+
+  bool Cancelled() const { return options_.cancelled && options_.cancelled(); }
+  // Phase 1. Leaves the run's C in ops.c; false (with r's state and reason set)
+  // when the run fails or C is not finite or out of budget.
+  bool PassesOracle(const CandidateMember& member, Operands& ops, CandidateResult* r,
+                    TuningCost* cost);
   // Phase 2: the member's determinism claim, checked against the first run's C.
   // False (state kQuarantined, and claim_violation when the claim was disproved
   // rather than a run failing) when it does not hold.
-  bool HoldsDeterminismClaims(const CandidateMember& member, const GemmArgs& args, Buffer& c,
-                              const std::vector<uint8_t>& first, Measurement* meas);
-  // Phase 3: warm-up, then device-timed samples until stable or out of budget;
-  // sets r to kTimed with the figures, or kError. `best_median` (0: none yet) is
-  // the fastest median so far: a candidate far slower stops sampling early.
-  // A non-OK return is a checkpoint's: the measurement stops.
-  absl::Status TimeOnDevice(const CandidateMember& member, const GemmArgs& args,
-                            double best_median, CandidateResult* r);
+  bool HoldsDeterminismClaims(const CandidateMember& member, Operands& ops, Measurement* meas);
+  // Phase 3: warm-up rounds, then interleaved timed rounds until every entrant has stopped.
+  absl::Status TimePaired(std::vector<Entrant>& entrants, const Operands& ops,
+                          MeasureReport* report);
 
-  // MeasureHooks::Launching, when there are hooks.
-  void Launching(const CandidateSpec& candidate, std::string_view phase);
-  // MeasureHooks::Checkpoint (time spent in it is not held), when there are hooks.
-  absl::Status Checkpoint();
-  // Whether the bucket budget is spent: time since Measure began, less checkpoints.
-  bool BucketBudgetSpent() const;
+  // MeasureHooks::Launching and ::Checkpoint, when there are hooks.
+  void Launching(const CandidateSpec& candidate, std::string_view phase) {
+    if (hooks_ != nullptr) hooks_->Launching(candidate, phase);
+  }
+  absl::Status Checkpoint() { return hooks_ != nullptr ? hooks_->Checkpoint() : absl::OkStatus(); }
 
   Backend& backend_;
   Stream& stream_;
   MeasureOptions options_;
   MeasureHooks* hooks_;
-  std::chrono::steady_clock::time_point started_;
-  std::chrono::steady_clock::duration yielded_{};  // time spent in checkpoints
 };
 
 // Random operand values: N(0,1) scaled by 0.5, rounded to the dtype, never all zero.

@@ -1,14 +1,19 @@
 #include "engine/oracle.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
 namespace arbiter {
 
-OracleReport CheckOutput(const Problem& p, const AccuracyBudget& budget, const void* c,
-                         const std::vector<double>& ref) {
+namespace {
+
+// `row_of(r)` is the index in C of packed row r; `rows` packed rows of N elements.
+template <typename RowOf>
+OracleReport Check(const Problem& p, const AccuracyBudget& budget, const void* c,
+                   const std::vector<double>& ref, int64_t rows, RowOf row_of) {
   OracleReport report;
-  const size_t count = static_cast<size_t>(p.m * p.n);
+  const size_t count = static_cast<size_t>(rows * p.n);
   if (ref.size() != count) {
     report.detail = "reference has the wrong size";
     return report;
@@ -20,9 +25,11 @@ OracleReport CheckOutput(const Problem& p, const AccuracyBudget& budget, const v
   for (size_t i = 0; i < count; ++i) {
     const double v = LoadAsDouble(p.dtype, c, i);
     const double r = ref[i];
+    const int64_t row = row_of(static_cast<int64_t>(i / p.n));
+    const int64_t col = static_cast<int64_t>(i % p.n);
     if (!std::isfinite(v)) {
       if (report.nonfinite++ == 0 && first.tellp() == 0) {
-        first << "C[" << i / p.n << "," << i % p.n << "] = " << v << " (unwritten or non-finite)";
+        first << "C[" << row << "," << col << "] = " << v << " (unwritten or non-finite)";
       }
       continue;
     }
@@ -30,8 +37,8 @@ OracleReport CheckOutput(const Problem& p, const AccuracyBudget& budget, const v
     report.max_abs_error = std::max(report.max_abs_error, err);
     if (err > Tolerance(budget, p.dtype, p.k, max_abs_ref, std::abs(r))) {
       if (report.out_of_budget++ == 0 && first.tellp() == 0) {
-        first << "C[" << i / p.n << "," << i % p.n << "] = " << v << ", reference " << r
-              << ", error " << err << " over tolerance "
+        first << "C[" << row << "," << col << "] = " << v << ", reference " << r << ", error "
+              << err << " over tolerance "
               << Tolerance(budget, p.dtype, p.k, max_abs_ref, std::abs(r));
       }
     }
@@ -39,15 +46,58 @@ OracleReport CheckOutput(const Problem& p, const AccuracyBudget& budget, const v
   report.max_rel_error = max_abs_ref > 0 ? report.max_abs_error / max_abs_ref : report.max_abs_error;
   report.pass = report.nonfinite == 0 && report.out_of_budget == 0;
   std::ostringstream detail;
+  const std::string where =
+      rows == p.m ? "" : " (" + std::to_string(rows) + " of " + std::to_string(p.m) + " rows checked)";
   if (report.pass) {
     detail << "max abs error " << report.max_abs_error << ", max rel error "
-           << report.max_rel_error << " within budget";
+           << report.max_rel_error << " within budget" << where;
   } else {
     detail << report.nonfinite << " non-finite and " << report.out_of_budget
-           << " out-of-budget elements of " << count << "; first: " << first.str();
+           << " out-of-budget elements of " << count << where << "; first: " << first.str();
   }
   report.detail = detail.str();
   return report;
+}
+
+}  // namespace
+
+OracleReport CheckOutput(const Problem& p, const AccuracyBudget& budget, const void* c,
+                         const std::vector<double>& ref) {
+  return Check(p, budget, c, ref, p.m, [](int64_t r) { return r; });
+}
+
+OracleReport CheckRows(const Problem& p, const AccuracyBudget& budget, const void* c,
+                       const std::vector<double>& ref, const std::vector<int64_t>& rows) {
+  return Check(p, budget, c, ref, static_cast<int64_t>(rows.size()),
+               [&](int64_t r) { return rows[static_cast<size_t>(r)]; });
+}
+
+std::vector<int64_t> SampledRows(int64_t m, int64_t budget) {
+  std::vector<int64_t> rows;
+  if (m <= std::max<int64_t>(budget, 4)) {
+    for (int64_t i = 0; i < m; ++i) rows.push_back(i);
+    return rows;
+  }
+  auto add = [&](int64_t r) {
+    if (r >= 0 && r < m) rows.push_back(r);
+  };
+  for (int64_t r : {int64_t{0}, int64_t{1}, m - 2, m - 1}) add(r);
+  // The last partial tile begins at the last multiple of t below M: its first row
+  // and the row before it (the last of the last full tile).
+  for (int64_t t = 8; t <= 256; t *= 2) {
+    const int64_t edge = (m - 1) / t * t;
+    add(edge);
+    add(edge - 1);
+  }
+  const int64_t blocks = std::max<int64_t>(budget, 1);
+  const int64_t block = (m + blocks - 1) / blocks;
+  for (int64_t b = 0; b < blocks; ++b) {
+    // 37 is odd, so successive blocks visit different offsets of a power-of-two tile.
+    add(b * block + (b * 37 + 3) % block);
+  }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
 }
 
 }  // namespace arbiter

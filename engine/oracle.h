@@ -26,4 +26,18 @@ struct OracleReport {
 OracleReport CheckOutput(const Problem& p, const AccuracyBudget& budget, const void* c,
                          const std::vector<double>& ref);
 
+// The same check over the listed rows of C only: `c` holds rows.size() x N
+// elements of p.dtype and `ref` the same rows of the reference, both packed in
+// the order of `rows`. max|ref| is taken over these rows, which can only tighten
+// the tolerance. Messages name the rows by their index in C.
+OracleReport CheckRows(const Problem& p, const AccuracyBudget& budget, const void* c,
+                       const std::vector<double>& ref, const std::vector<int64_t>& rows);
+
+// The rows of an M-row C that a sampled check reads when M > `budget` (all rows
+// otherwise): the first and last two; both sides of the edge where a partial
+// row tile would begin, for tiles of 8 to 256 rows; and one row in each of
+// `budget` equal blocks, at an offset that moves from block to block, so that
+// no single offset within a tile is the only one ever seen. Sorted, distinct.
+std::vector<int64_t> SampledRows(int64_t m, int64_t budget);
+
 }  // namespace arbiter

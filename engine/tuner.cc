@@ -385,12 +385,12 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const std::shared_ptr<Job>& job) {
     job->stopped = true;
     return true;
   };
-  std::vector<Measurement> measured;
+  MeasureReport report;
   {
     ASSIGN_OR_RETURN(StreamPool::Lease stream, streams_.Acquire(/*bounded=*/false, context));
     Hooks hooks(*this, job, stream, context);
     Measurer measurer(backend_, *stream, options_.measure, &hooks);
-    absl::StatusOr<std::vector<Measurement>> m = measurer.Measure(p, order);
+    absl::StatusOr<MeasureReport> m = measurer.Race(p, order);
     hooks.Finished();
     // A fault in the last candidate's runs shows here, with the journal still naming it.
     if (absl::Status health = backend_.Health(); !health.ok() && hooks.last()) {
@@ -411,9 +411,10 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const std::shared_ptr<Job>& job) {
                    m.status().ToString());
       return m.status();
     }
-    measured = *std::move(m);
+    report = *std::move(m);
   }
   ++measurements_;
+  std::vector<Measurement>& measured = report.measurements;
 
   Verdict v;
   v.fingerprint = fingerprint_;
@@ -421,6 +422,9 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const std::shared_ptr<Job>& job) {
   v.bucket = bucket;
   v.candidates = RacedSet(eligible);
   v.measured = p;
+  v.cost = report.cost;
+  v.sm_clock_min_mhz = report.sm_clock_min_mhz;
+  v.sm_clock_max_mhz = report.sm_clock_max_mhz;
   v.created_unix = NowUnix();
   // Results in registration order, so the tier default's tie-break is stable.
   for (const RegisteredCandidate* c : eligible) {
@@ -444,7 +448,7 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const std::shared_ptr<Job>& job) {
   cache_.Put(BucketKey{p.dtype, bucket}, v);
   {
     std::ostringstream os;
-    os << v;
+    os << v << "; measuring took " << v.cost;
     spdlog::info("verdict {}", os.str());
     for (const CandidateResult& r : v.results) {
       std::ostringstream rs;

@@ -1,6 +1,11 @@
 #include "engine/verdict.h"
 
 #include <iomanip>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace arbiter {
 
@@ -46,6 +51,65 @@ const CandidateResult* Verdict::Result(std::string_view name) const {
     if (r.name == name) return &r;
   }
   return nullptr;
+}
+
+std::vector<std::pair<const char*, double>> TuningCost::Phases() const {
+  return {{"setup", setup},     {"reference", reference}, {"oracle", oracle},
+          {"determinism", determinism}, {"warmup", warmup}, {"flush", flush},
+          {"timing", timing}};
+}
+
+std::string TuningCost::ToRecord() const {
+  std::string out;
+  for (const auto& [name, seconds] : Phases()) absl::StrAppend(&out, name, "=", seconds, ";");
+  absl::StrAppend(&out, "device=", device, ";rounds=", rounds, ";rows=", rows_checked);
+  return out;
+}
+
+TuningCost TuningCost::FromRecord(std::string_view record) {
+  TuningCost c;
+  std::map<std::string, double*> phases = {
+      {"setup", &c.setup},   {"reference", &c.reference}, {"oracle", &c.oracle},
+      {"determinism", &c.determinism}, {"warmup", &c.warmup}, {"flush", &c.flush},
+      {"timing", &c.timing}, {"device", &c.device}};
+  const std::string text(record);
+  const std::vector<std::string> fields = absl::StrSplit(text, ';', absl::SkipEmpty());
+  for (const std::string& field : fields) {
+    const size_t eq = field.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = field.substr(0, eq);
+    const std::string value = field.substr(eq + 1);
+    double number = 0;
+    if (!absl::SimpleAtod(value, &number)) continue;
+    if (auto it = phases.find(key); it != phases.end()) {
+      *it->second = number;
+    } else if (key == "rounds") {
+      c.rounds = static_cast<int>(number);
+    } else if (key == "rows") {
+      c.rows_checked = static_cast<int64_t>(number);
+    }
+  }
+  return c;
+}
+
+double TuningCost::Total() const {
+  double total = 0;
+  for (const auto& [name, seconds] : Phases()) total += seconds;
+  return total;
+}
+
+std::ostream& operator<<(std::ostream& os, const TuningCost& c) {
+  const double total = c.Total();
+  os << std::fixed << std::setprecision(2) << total * 1e3 << "ms:";
+  for (const auto& [name, seconds] : c.Phases()) {
+    os << " " << name << " " << seconds * 1e3 << "ms";
+    if (total > 0) os << " " << std::setprecision(0) << 100 * seconds / total << "%"
+                      << std::setprecision(2);
+  }
+  os << "; device " << c.device * 1e3 << "ms in " << c.rounds << " rounds; " << c.rows_checked
+     << " rows checked";
+  os.unsetf(std::ios_base::floatfield);
+  return os;
 }
 
 std::ostream& operator<<(std::ostream& os, const CandidateResult& r) {

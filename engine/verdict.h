@@ -8,6 +8,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/bucket.h"
@@ -45,6 +46,30 @@ struct CandidateResult {
   bool timed() const { return state == ResultState::kTimed; }
 };
 
+// Where the host wall time of one measurement went, phase by phase; the daemon
+// exports it as arbiter_tuning_phase_seconds{phase} and logs it with the verdict.
+struct TuningCost {
+  double setup = 0;        // operands generated, allocated and copied to the device
+  double reference = 0;    // the f64 reference, once per measurement
+  double oracle = 0;       // each candidate's run on poisoned C, checked against the reference
+  double determinism = 0;  // the claim re-runs and their bitwise comparison
+  double warmup = 0;       // untimed interleaved rounds before sampling
+  double flush = 0;        // cold-cache flushes before each timed sample
+  double timing = 0;       // the timed samples (host time around each)
+  double device = 0;       // device time of the timed samples: part of `timing`
+  int rounds = 0;          // interleaved timing rounds
+  int64_t rows_checked = 0;  // rows of C checked against the reference (M when all of them)
+
+  // Each phase by name, in the order above (`device` is not a phase of its own).
+  std::vector<std::pair<const char*, double>> Phases() const;
+  double Total() const;  // the sum of the phases
+  // "setup=0.0012;reference=...;device=...;rounds=7;rows=64": how stores keep it.
+  // FromRecord ignores keys it does not know and leaves missing ones at zero.
+  std::string ToRecord() const;
+  static TuningCost FromRecord(std::string_view record);
+};
+std::ostream& operator<<(std::ostream& os, const TuningCost& c);  // "12.3ms: setup 0.1ms 1%, ..."
+
 struct Verdict {
   std::string fingerprint;    // DeviceInfo::Fingerprint()
   DType dtype = DType::kF32;
@@ -57,6 +82,9 @@ struct Verdict {
   Problem measured;           // the shape the figures were taken on
   std::vector<CandidateResult> results;
   int64_t created_unix = 0;
+  TuningCost cost;               // what measuring it took
+  double sm_clock_min_mhz = 0;   // the SM clock seen during the timed rounds; 0 where the
+  double sm_clock_max_mhz = 0;   // device reports none
 
   const CandidateResult* Result(std::string_view name) const;
 };

@@ -118,9 +118,9 @@ absl::Status ValidateOptions(const DaemonOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("noise-floor: expected a finite value >= 0, got ", a.noise.noise_floor));
   }
-  if (!(a.measure.bucket_budget_seconds >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("tuning-budget-seconds: expected >= 0, got ",
-                                                   a.measure.bucket_budget_seconds));
+  if (!(a.measure.wall_limit_seconds > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("tuning-budget-seconds: expected > 0, got ",
+                                                   a.measure.wall_limit_seconds));
   }
   if (!(a.tuning_hang_seconds > 0)) {
     return absl::InvalidArgumentError(

@@ -92,8 +92,8 @@ ABSL_FLAG(std::string, tls_key, Defaults().tls.key_file,
           "PEM private key for the listener (with --tls-cert)");
 ABSL_FLAG(std::string, metrics_listen, Defaults().metrics_listen,
           "host:port serving Prometheus /metrics; empty: none");
-ABSL_FLAG(double, tuning_budget_seconds, Defaults().arbiter.measure.bucket_budget_seconds,
-          "longest a bucket's measurement holds the device; past it, it stops and keeps what it has");
+ABSL_FLAG(double, tuning_budget_seconds, Defaults().arbiter.measure.wall_limit_seconds,
+          "longest a bucket's timing phase runs (wall clock); past it, sampling stops and keeps what it has");
 ABSL_FLAG(size_t, tuning_queue, Defaults().arbiter.tuning_queue,
           "buckets queued or being measured; a miss past it is answered with the tier default");
 ABSL_FLAG(size_t, tuning_queue_per_peer, Defaults().arbiter.tuning_queue_per_peer,
@@ -142,7 +142,7 @@ DaemonOptions OptionsFromFlags() {
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
-  options.arbiter.measure.bucket_budget_seconds = absl::GetFlag(FLAGS_tuning_budget_seconds);
+  options.arbiter.measure.wall_limit_seconds = absl::GetFlag(FLAGS_tuning_budget_seconds);
   options.arbiter.tuning_queue = absl::GetFlag(FLAGS_tuning_queue);
   options.arbiter.tuning_queue_per_peer = absl::GetFlag(FLAGS_tuning_queue_per_peer);
   options.arbiter.tuning_hang_seconds = absl::GetFlag(FLAGS_tuning_hang_seconds);

@@ -113,6 +113,7 @@ std::vector<CandidateLabels> CandidateLabelsOf(const Registry& registry) {
 std::vector<double> Metrics::KernelBuckets() { return Decades(-6, 1); }
 std::vector<double> Metrics::RpcBuckets() { return Decades(-4, 2); }
 std::vector<double> Metrics::TuningBuckets() { return Decades(-2, 3); }
+std::vector<double> Metrics::PhaseBuckets() { return Decades(-5, 3); }
 
 Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
     : registry_(std::make_shared<prometheus::Registry>()) {
@@ -168,6 +169,14 @@ Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
       .Help("Wall time of bucket measurements")
       .Register(r)
       .Add({}, TuningBuckets());
+  auto& phases = prometheus::BuildHistogram()
+      .Name("arbiter_tuning_phase_seconds")
+      .Help("Wall time of each phase of a bucket measurement: setup (operands), reference, "
+            "oracle, determinism (claim re-runs), warmup, flush (cold cache), timing")
+      .Register(r);
+  for (const auto& [phase, seconds] : TuningCost{}.Phases()) {
+    tuning_phase_seconds_.push_back(&phases.Add({{"phase", phase}}, PhaseBuckets()));
+  }
 
   auto gauge = [&r](const char* name, const char* help) {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
@@ -273,6 +282,10 @@ void Metrics::OnDispatch(const Problem& p, const Selection& s, double device_sec
 void Metrics::OnTuning(const Problem& p, const Verdict& v, double wall_seconds) {
   tuning_runs_->Increment();
   tuning_seconds_->Observe(wall_seconds);
+  const auto phases = v.cost.Phases();
+  for (size_t i = 0; i < phases.size() && i < tuning_phase_seconds_.size(); ++i) {
+    tuning_phase_seconds_[i]->Observe(phases[i].second);
+  }
   const std::string dtype(DTypeName(v.dtype));
   for (const CandidateResult& r : v.results) {
     // Only these states carry oracle figures; the others never produced an output.

@@ -77,6 +77,7 @@ class Metrics : public ArbiterObserver {
   static std::vector<double> KernelBuckets();  // 1 us .. 10 s
   static std::vector<double> RpcBuckets();     // 100 us .. 100 s
   static std::vector<double> TuningBuckets();  // 10 ms .. 1000 s
+  static std::vector<double> PhaseBuckets();   // 10 us .. 1000 s
 
   // Builds every family, and the series of `options.candidates`, at zero.
   Metrics(const MetricsOptions& options, const DeviceInfo& device);
@@ -173,6 +174,8 @@ class Metrics : public ArbiterObserver {
   prometheus::Counter* cache_misses_ = nullptr;
   prometheus::Counter* tuning_runs_ = nullptr;
   prometheus::Histogram* tuning_seconds_ = nullptr;
+  // {phase}: one series per TuningCost phase, in its order, built in the constructor.
+  std::vector<prometheus::Histogram*> tuning_phase_seconds_;
   prometheus::Gauge* inflight_ = nullptr;
   prometheus::Gauge* queue_depth_ = nullptr;
   prometheus::Gauge* verdicts_stored_ = nullptr;

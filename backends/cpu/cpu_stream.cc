@@ -1,6 +1,7 @@
 #include "backends/cpu/cpu_stream.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -150,6 +151,61 @@ absl::Status CpuStream::Reference(const Problem& p, const Buffer& a, const Buffe
   HostReference(p, const_cast<Buffer&>(a).data(), const_cast<Buffer&>(b).data(), threads_,
                 c->data());
   return absl::OkStatus();
+}
+
+absl::Status CpuStream::ReferenceRows(const Problem& p, const Buffer& a, const Buffer& b,
+                                     const std::vector<int64_t>& rows, std::vector<double>* c) {
+  if (p.m < 1 || p.n < 1 || p.k < 1) {
+    return absl::InvalidArgumentError("cpu: reference needs M, N, K >= 1, got " + p.ToString());
+  }
+  RETURN_IF_ERROR(CheckFits("reference operand A", p.a_bytes(), a));
+  RETURN_IF_ERROR(CheckFits("reference operand B", p.b_bytes(), b));
+  const size_t row_bytes = static_cast<size_t>(p.k) * ElementSize(p.dtype);
+  std::vector<uint8_t> gathered(rows.size() * row_bytes);
+  const auto* a_bytes = static_cast<const uint8_t*>(const_cast<Buffer&>(a).data());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r] < 0 || rows[r] >= p.m) {
+      return absl::InvalidArgumentError("cpu: reference row " + std::to_string(rows[r]) +
+                                        " outside M=" + std::to_string(p.m));
+    }
+    std::memcpy(gathered.data() + r * row_bytes, a_bytes + rows[r] * row_bytes, row_bytes);
+  }
+  Problem sub = p;
+  sub.m = static_cast<int64_t>(rows.size());
+  c->assign(rows.size() * static_cast<size_t>(p.n), 0.0);
+  if (rows.empty()) return absl::OkStatus();
+  HostReference(sub, gathered.data(), const_cast<Buffer&>(b).data(), threads_, c->data());
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::CopyRowsToHost(void* dst, const Buffer& src, size_t row_bytes,
+                                      const std::vector<int64_t>& rows) {
+  const auto* from = static_cast<const uint8_t*>(const_cast<Buffer&>(src).data());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    RETURN_IF_ERROR(CheckFits("copy rows to host", (rows[r] + 1) * row_bytes, src));
+    std::memcpy(static_cast<uint8_t*>(dst) + r * row_bytes, from + rows[r] * row_bytes, row_bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> CpuStream::CountNonFinite(const Buffer& buf, DType dtype, size_t count) {
+  RETURN_IF_ERROR(CheckFits("count non-finite", count * ElementSize(dtype), buf));
+  const void* data = const_cast<Buffer&>(buf).data();
+  int64_t nonfinite = 0;
+  for (size_t i = 0; i < count; ++i) nonfinite += !std::isfinite(LoadAsDouble(dtype, data, i));
+  return nonfinite;
+}
+
+absl::StatusOr<int64_t> CpuStream::CountDifferences(const Buffer& x, const Buffer& y, DType dtype,
+                                                    size_t count) {
+  const size_t elem = ElementSize(dtype);
+  RETURN_IF_ERROR(CheckFits("count differences", count * elem, x));
+  RETURN_IF_ERROR(CheckFits("count differences", count * elem, y));
+  const auto* px = static_cast<const uint8_t*>(const_cast<Buffer&>(x).data());
+  const auto* py = static_cast<const uint8_t*>(const_cast<Buffer&>(y).data());
+  int64_t differ = 0;
+  for (size_t i = 0; i < count; ++i) differ += std::memcmp(px + i * elem, py + i * elem, elem) != 0;
+  return differ;
 }
 
 }  // namespace arbiter::cpu

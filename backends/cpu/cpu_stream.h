@@ -36,6 +36,15 @@ class CpuStream final : public Stream {
   // order in f64, so the result does not depend on the thread count.
   absl::Status Reference(const Problem& p, const Buffer& a, const Buffer& b,
                          std::vector<double>* c) override;
+  // The listed rows of A gathered, then the same per-element sums as Reference.
+  absl::Status ReferenceRows(const Problem& p, const Buffer& a, const Buffer& b,
+                             const std::vector<int64_t>& rows, std::vector<double>* c) override;
+  // The checks below read host memory in place: nothing is copied.
+  absl::Status CopyRowsToHost(void* dst, const Buffer& src, size_t row_bytes,
+                              const std::vector<int64_t>& rows) override;
+  absl::StatusOr<int64_t> CountNonFinite(const Buffer& buf, DType dtype, size_t count) override;
+  absl::StatusOr<int64_t> CountDifferences(const Buffer& x, const Buffer& y, DType dtype,
+                                           size_t count) override;
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -9,9 +9,11 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_stream.h"
 #include "backends/cuda/device_pool.h"
+#include "backends/cuda/nvml_clock.h"
 
 namespace arbiter::cuda {
 
@@ -20,6 +22,7 @@ struct CudaBackend::Impl {
   cudaDeviceProp props = {};
   DeviceInfo info;
   std::shared_ptr<DevicePool> pool;
+  std::unique_ptr<NvmlClock> clock;  // null where NVML is not available
 };
 
 namespace {
@@ -135,6 +138,11 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   info.versions["cublaslt"] = absl::StrCat(cublasLtGetVersion());
 
   ASSIGN_OR_RETURN(impl->pool, DevicePool::Create(options.device, options.pool_release_threshold));
+  std::string no_clock;
+  impl->clock = NvmlClock::Open(info.uuid, &no_clock);
+  if (impl->clock == nullptr) {
+    spdlog::info("the SM clock will not be recorded in verdicts: {}", no_clock);
+  }
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
 }
 
@@ -178,6 +186,11 @@ absl::StatusOr<std::unique_ptr<Stream>> CudaBackend::CreateStream() {
   ASSIGN_OR_RETURN(std::unique_ptr<CudaStream> s,
                    CudaStream::Create(impl_->pool, impl_->props, impl_->options));
   return std::unique_ptr<Stream>(std::move(s));
+}
+
+std::optional<double> CudaBackend::SmClockMhz() const {
+  if (impl_->clock == nullptr) return std::nullopt;
+  return impl_->clock->SmMhz();
 }
 
 absl::Status CudaBackend::Health() const {

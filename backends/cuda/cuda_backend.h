@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/backend.h"
@@ -63,6 +64,8 @@ class CudaBackend final : public arbiter::Backend {
   absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t bytes) override;
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
   absl::Status Health() const override;
+  // Through NVML (nvml_clock.h); nullopt where libnvidia-ml.so.1 is not there.
+  std::optional<double> SmClockMhz() const override;
 
   const CudaBackendOptions& options() const;
 

@@ -89,6 +89,7 @@ CudaStream::~CudaStream() {
   // Buffers go back to the pool before the stream they may be used on is destroyed.
   scratch_.reset();
   flush_.reset();
+  counter_.reset();
   if (res_.cublas_lt != nullptr) cublasLtDestroy(res_.cublas_lt);
   if (res_.cublas != nullptr) cublasDestroy(res_.cublas);
   lt_workspace_.reset();
@@ -222,6 +223,80 @@ absl::Status CudaStream::Reference(const Problem& p, const Buffer& a, const Buff
                                        res_.stream));
   c->resize(count);
   return CopyToHostRaw(c->data(), out->data(), count * sizeof(double));
+}
+
+absl::Status CudaStream::ReferenceRows(const Problem& p, const Buffer& a, const Buffer& b,
+                                      const std::vector<int64_t>& rows, std::vector<double>* c) {
+  RETURN_IF_ERROR(CheckFits("ReferenceRows A", p.a_bytes(), a));
+  RETURN_IF_ERROR(CheckFits("ReferenceRows B", p.b_bytes(), b));
+  if (p.m <= 0 || p.n <= 0 || p.k <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("ReferenceRows: empty problem ", p.ToString()));
+  }
+  for (int64_t r : rows) {
+    if (r < 0 || r >= p.m) {
+      return absl::InvalidArgumentError(absl::StrCat("ReferenceRows: row ", r, " outside M=", p.m));
+    }
+  }
+  c->clear();
+  if (rows.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(Use());
+  const size_t count = rows.size() * static_cast<size_t>(p.n);
+  ASSIGN_OR_RETURN(std::unique_ptr<Buffer> index, pool_->Allocate(rows.size() * sizeof(int64_t)));
+  RETURN_IF_ERROR(CopyToDevice(*index, rows.data(), rows.size() * sizeof(int64_t)));
+  ASSIGN_OR_RETURN(std::unique_ptr<Buffer> out, pool_->Allocate(count * sizeof(double)));
+  CUDA_RETURN_IF_ERROR(LaunchReferenceRows(ElemOf(p.dtype), const_cast<Buffer&>(a).data(),
+                                           const_cast<Buffer&>(b).data(),
+                                           static_cast<const int64_t*>(index->data()),
+                                           static_cast<int64_t>(rows.size()),
+                                           static_cast<double*>(out->data()), p.n, p.k,
+                                           res_.stream));
+  c->resize(count);
+  return CopyToHostRaw(c->data(), out->data(), count * sizeof(double));
+}
+
+absl::Status CudaStream::CopyRowsToHost(void* dst, const Buffer& src, size_t row_bytes,
+                                       const std::vector<int64_t>& rows) {
+  const char* from = static_cast<const char*>(const_cast<Buffer&>(src).data());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    RETURN_IF_ERROR(CheckFits("CopyRowsToHost", (rows[r] + 1) * row_bytes, src));
+    RETURN_IF_ERROR(CopyToHostRaw(static_cast<char*>(dst) + r * row_bytes,
+                                  from + rows[r] * row_bytes, row_bytes));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Launch>
+absl::StatusOr<int64_t> CudaStream::Count(Launch launch) {
+  RETURN_IF_ERROR(Use());
+  if (counter_ == nullptr) {
+    ASSIGN_OR_RETURN(counter_, pool_->Allocate(sizeof(unsigned long long)));
+  }
+  auto* counter = static_cast<unsigned long long*>(counter_->data());
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(counter, 0, sizeof(*counter), res_.stream));
+  CUDA_RETURN_IF_ERROR(launch(counter));
+  unsigned long long host = 0;
+  RETURN_IF_ERROR(CopyToHostRaw(&host, counter, sizeof(host)));
+  return static_cast<int64_t>(host);
+}
+
+absl::StatusOr<int64_t> CudaStream::CountNonFinite(const Buffer& buf, DType dtype, size_t count) {
+  RETURN_IF_ERROR(CheckFits("CountNonFinite", count * ElementSize(dtype), buf));
+  const void* data = const_cast<Buffer&>(buf).data();
+  return Count([&](unsigned long long* counter) {
+    return LaunchCountNonFinite(ElemOf(dtype), data, count, counter, res_.stream);
+  });
+}
+
+absl::StatusOr<int64_t> CudaStream::CountDifferences(const Buffer& x, const Buffer& y, DType dtype,
+                                                     size_t count) {
+  RETURN_IF_ERROR(CheckFits("CountDifferences x", count * ElementSize(dtype), x));
+  RETURN_IF_ERROR(CheckFits("CountDifferences y", count * ElementSize(dtype), y));
+  const void* px = const_cast<Buffer&>(x).data();
+  const void* py = const_cast<Buffer&>(y).data();
+  return Count([&](unsigned long long* counter) {
+    return LaunchCountDifferences(static_cast<int>(ElementSize(dtype)), px, py, count, counter,
+                                  res_.stream);
+  });
 }
 
 absl::StatusOr<void*> CudaStream::Scratch(size_t bytes) {

@@ -42,6 +42,14 @@ class CudaStream final : public Stream {
   absl::Status Synchronize() override;
   absl::Status Reference(const Problem& p, const Buffer& a, const Buffer& b,
                          std::vector<double>* c) override;
+  // The measurer's checks on the device: only the sampled rows, or a count, come back.
+  absl::Status ReferenceRows(const Problem& p, const Buffer& a, const Buffer& b,
+                             const std::vector<int64_t>& rows, std::vector<double>* c) override;
+  absl::Status CopyRowsToHost(void* dst, const Buffer& src, size_t row_bytes,
+                              const std::vector<int64_t>& rows) override;
+  absl::StatusOr<int64_t> CountNonFinite(const Buffer& buf, DType dtype, size_t count) override;
+  absl::StatusOr<int64_t> CountDifferences(const Buffer& x, const Buffer& y, DType dtype,
+                                           size_t count) override;
 
   const StreamResources& resources() const { return res_; }
   absl::StatusOr<void*> Scratch(size_t bytes);
@@ -51,6 +59,9 @@ class CudaStream final : public Stream {
   absl::Status Init(const CudaBackendOptions& options);
   absl::Status Use() const;  // makes the device current on this thread
   absl::Status CopyToHostRaw(void* dst, const void* src, size_t bytes);
+  // Zeroes the device counter, enqueues `launch(counter)` and reads the counter back.
+  template <typename Launch>
+  absl::StatusOr<int64_t> Count(Launch launch);
 
   std::shared_ptr<DevicePool> pool_;
   cudaDeviceProp props_;
@@ -64,6 +75,7 @@ class CudaStream final : public Stream {
   std::unique_ptr<Buffer> lt_workspace_;
   std::unique_ptr<Buffer> scratch_;
   std::unique_ptr<Buffer> flush_;                 // 2x L2, written to evict it
+  std::unique_ptr<Buffer> counter_;               // one unsigned long long the counts add to
 };
 
 }  // namespace arbiter::cuda

@@ -45,9 +45,12 @@ constexpr int kThreads = 256;  // 16 x 16 threads, 4 x 4 outputs each
 // Each thread owns outputs (ty + 16*i, tx + 16*j): a warp reads 16 consecutive
 // doubles of a B row and 2 broadcast A values per step, so shared loads do not
 // conflict. The reduction over K is a fixed serial order per element.
+// Output row r (of m) is row rows[r] of A and C when `rows` is set (the sampled
+// check), row r itself when it is null.
 template <DeviceElem E>
 __global__ void __launch_bounds__(kThreads)
-    ReferenceKernel(const void* a, const void* b, double* ref, int64_t m, int64_t n, int64_t k) {
+    ReferenceKernel(const void* a, const void* b, const int64_t* rows, double* ref, int64_t m,
+                    int64_t n, int64_t k) {
   __shared__ double as[kTileK][kTile];  // A tile, K-major
   __shared__ double bs[kTileK][kTile];
   const int tx = threadIdx.x % 16;
@@ -60,7 +63,8 @@ __global__ void __launch_bounds__(kThreads)
       // A: 64 rows x 16 k; consecutive threads walk k so global reads coalesce along a row.
       const int ar = e / kTileK, ak = e % kTileK;
       const int64_t gr = row0 + ar, gk = k0 + ak;
-      as[ak][ar] = (gr < m && gk < k) ? Load<E>(a, gr * k + gk) : 0.0;
+      const int64_t ga = gr < m ? (rows != nullptr ? rows[gr] : gr) : 0;
+      as[ak][ar] = (gr < m && gk < k) ? Load<E>(a, ga * k + gk) : 0.0;
       // B: 16 k x 64 cols; consecutive threads walk columns.
       const int bk = e / kTile, bc = e % kTile;
       const int64_t hk = k0 + bk, hc = col0 + bc;
@@ -92,6 +96,60 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Inf and NaN are the encodings whose exponent bits are all ones.
+template <typename Bits, Bits kExponent>
+__global__ void CountNonFiniteKernel(const Bits* data, size_t count, unsigned long long* counter) {
+  unsigned long long mine = 0;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x) {
+    mine += (data[i] & kExponent) == kExponent;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) mine += __shfl_down_sync(0xffffffffu, mine, offset);
+  if (threadIdx.x % 32 == 0 && mine > 0) atomicAdd(counter, mine);
+}
+
+template <typename Bits>
+__global__ void CountDifferencesKernel(const Bits* x, const Bits* y, size_t count,
+                                       unsigned long long* counter) {
+  unsigned long long mine = 0;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x) {
+    mine += x[i] != y[i];
+  }
+  for (int offset = 16; offset > 0; offset /= 2) mine += __shfl_down_sync(0xffffffffu, mine, offset);
+  if (threadIdx.x % 32 == 0 && mine > 0) atomicAdd(counter, mine);
+}
+
+// Grid for a grid-stride pass over `count` elements: enough blocks to fill the
+// device a few times over, no more.
+unsigned PassBlocks(size_t count, int threads) {
+  const size_t wanted = (count + threads - 1) / threads;
+  return static_cast<unsigned>(wanted < 4096 ? (wanted > 0 ? wanted : 1) : 4096);
+}
+
+template <DeviceElem E>
+cudaError_t Reference(const void* a, const void* b, const int64_t* rows, double* ref, int64_t m,
+                      int64_t n, int64_t k, cudaStream_t stream) {
+  if (m <= 0 || n <= 0 || k <= 0) return cudaErrorInvalidValue;
+  const int64_t tiles_m = (m + kTile - 1) / kTile;
+  const int64_t tiles_n = (n + kTile - 1) / kTile;
+  if (tiles_m > 65535 || tiles_n > 0x7fffffff) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m));
+  ReferenceKernel<E><<<grid, kThreads, 0, stream>>>(a, b, rows, ref, m, n, k);
+  return cudaGetLastError();
+}
+
+cudaError_t ReferenceOf(DeviceElem elem, const void* a, const void* b, const int64_t* rows,
+                        double* ref, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  switch (elem) {
+    case DeviceElem::kF32: return Reference<DeviceElem::kF32>(a, b, rows, ref, m, n, k, stream);
+    case DeviceElem::kF64: return Reference<DeviceElem::kF64>(a, b, rows, ref, m, n, k, stream);
+    case DeviceElem::kF16: return Reference<DeviceElem::kF16>(a, b, rows, ref, m, n, k, stream);
+    case DeviceElem::kBF16: return Reference<DeviceElem::kBF16>(a, b, rows, ref, m, n, k, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace
 
 cudaError_t LaunchFill(void* data, int elem_bytes, uint64_t nan_bits, size_t count,
@@ -106,23 +164,62 @@ cudaError_t LaunchFill(void* data, int elem_bytes, uint64_t nan_bits, size_t cou
 
 cudaError_t LaunchReference(DeviceElem elem, const void* a, const void* b, double* ref, int64_t m,
                             int64_t n, int64_t k, cudaStream_t stream) {
-  if (m <= 0 || n <= 0 || k <= 0) return cudaErrorInvalidValue;
-  const int64_t tiles_m = (m + kTile - 1) / kTile;
-  const int64_t tiles_n = (n + kTile - 1) / kTile;
-  if (tiles_m > 65535 || tiles_n > 0x7fffffff) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m));
+  return ReferenceOf(elem, a, b, nullptr, ref, m, n, k, stream);
+}
+
+cudaError_t LaunchReferenceRows(DeviceElem elem, const void* a, const void* b,
+                                const int64_t* rows, int64_t row_count, double* ref, int64_t n,
+                                int64_t k, cudaStream_t stream) {
+  if (rows == nullptr) return cudaErrorInvalidValue;
+  return ReferenceOf(elem, a, b, rows, ref, row_count, n, k, stream);
+}
+
+cudaError_t LaunchCountNonFinite(DeviceElem elem, const void* data, size_t count,
+                                 unsigned long long* counter, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  const int threads = 256;
+  const unsigned blocks = PassBlocks(count, threads);
   switch (elem) {
     case DeviceElem::kF32:
-      ReferenceKernel<DeviceElem::kF32><<<grid, kThreads, 0, stream>>>(a, b, ref, m, n, k);
+      CountNonFiniteKernel<uint32_t, 0x7f800000u><<<blocks, threads, 0, stream>>>(
+          static_cast<const uint32_t*>(data), count, counter);
       break;
     case DeviceElem::kF64:
-      ReferenceKernel<DeviceElem::kF64><<<grid, kThreads, 0, stream>>>(a, b, ref, m, n, k);
+      CountNonFiniteKernel<unsigned long long, 0x7ff0000000000000ull><<<blocks, threads, 0, stream>>>(
+          static_cast<const unsigned long long*>(data), count, counter);
       break;
     case DeviceElem::kF16:
-      ReferenceKernel<DeviceElem::kF16><<<grid, kThreads, 0, stream>>>(a, b, ref, m, n, k);
+      CountNonFiniteKernel<uint16_t, uint16_t{0x7c00}><<<blocks, threads, 0, stream>>>(
+          static_cast<const uint16_t*>(data), count, counter);
       break;
     case DeviceElem::kBF16:
-      ReferenceKernel<DeviceElem::kBF16><<<grid, kThreads, 0, stream>>>(a, b, ref, m, n, k);
+      CountNonFiniteKernel<uint16_t, uint16_t{0x7f80}><<<blocks, threads, 0, stream>>>(
+          static_cast<const uint16_t*>(data), count, counter);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchCountDifferences(int elem_bytes, const void* x, const void* y, size_t count,
+                                   unsigned long long* counter, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  const int threads = 256;
+  const unsigned blocks = PassBlocks(count, threads);
+  switch (elem_bytes) {
+    case 2:
+      CountDifferencesKernel<uint16_t><<<blocks, threads, 0, stream>>>(
+          static_cast<const uint16_t*>(x), static_cast<const uint16_t*>(y), count, counter);
+      break;
+    case 4:
+      CountDifferencesKernel<uint32_t><<<blocks, threads, 0, stream>>>(
+          static_cast<const uint32_t*>(x), static_cast<const uint32_t*>(y), count, counter);
+      break;
+    case 8:
+      CountDifferencesKernel<unsigned long long><<<blocks, threads, 0, stream>>>(
+          static_cast<const unsigned long long*>(x), static_cast<const unsigned long long*>(y),
+          count, counter);
       break;
     default:
       return cudaErrorInvalidValue;

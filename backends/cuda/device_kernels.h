@@ -1,6 +1,7 @@
-// Device-side helpers of the CUDA backend: the NaN poison fill and the f64
-// reference matmul. Plain launchers returning cudaError_t (the .cu side has no
-// absl); backends/cuda/cuda_stream.cc turns the codes into Status.
+// Device-side helpers of the CUDA backend: the NaN poison fill, the f64
+// reference matmul (whole, or some rows) and the counts the measurer's checks
+// read. Plain launchers returning cudaError_t (the .cu side has no absl);
+// backends/cuda/cuda_stream.cc turns the codes into Status.
 #pragma once
 
 #include <cstddef>
@@ -25,5 +26,20 @@ cudaError_t LaunchFill(void* data, int elem_bytes, uint64_t nan_bits, size_t cou
 // N tiles, grid y walks M tiles (y limited to 65535 tiles: m <= 4194240).
 cudaError_t LaunchReference(DeviceElem elem, const void* a, const void* b, double* ref, int64_t m,
                             int64_t n, int64_t k, cudaStream_t stream);
+
+// The same sums for the listed rows of A only: ref[r*n + j] for row rows[r]
+// (`rows` in device memory, `row_count` <= 4194240 of them).
+cudaError_t LaunchReferenceRows(DeviceElem elem, const void* a, const void* b,
+                                const int64_t* rows, int64_t row_count, double* ref, int64_t n,
+                                int64_t k, cudaStream_t stream);
+
+// Adds to *counter (device memory) how many of `count` elements are NaN or Inf.
+cudaError_t LaunchCountNonFinite(DeviceElem elem, const void* data, size_t count,
+                                 unsigned long long* counter, cudaStream_t stream);
+
+// Adds to *counter how many of `count` elements of `elem_bytes` (2, 4 or 8)
+// differ bitwise between x and y.
+cudaError_t LaunchCountDifferences(int elem_bytes, const void* x, const void* y, size_t count,
+                                   unsigned long long* counter, cudaStream_t stream);
 
 }  // namespace arbiter::cuda

@@ -84,10 +84,12 @@ class FakeStream final : public Stream {
   absl::Status FlushCache() override { return absl::OkStatus(); }
   absl::Status TimerStart() override {
     start_ = clock_;
+    timer_running_ = true;
     return absl::OkStatus();
   }
   absl::Status TimerStop() override {
     stop_ = clock_;
+    timer_running_ = false;
     return absl::OkStatus();
   }
   absl::StatusOr<double> ElapsedSeconds() override { return stop_ - start_; }
@@ -105,11 +107,19 @@ class FakeStream final : public Stream {
       }
     return absl::OkStatus();
   }
-  // Called by fake kernels: the "device" spends `seconds`.
-  void Advance(double seconds) { clock_ += seconds; }
+  // Called by fake kernels: the "device" spends `seconds`, stretched by the drift
+  // (each call after the first takes `drift` longer than the one before, as a
+  // device heating up would).
+  void Advance(double seconds) { clock_ += seconds * (1 + drift_ * advances_++); }
+  void set_drift(double drift) { drift_ = drift; }
+  // Between TimerStart and TimerStop: a kernel running now is a timed sample.
+  bool timer_running() const { return timer_running_; }
 
  private:
   double clock_ = 0, start_ = 0, stop_ = 0;
+  double drift_ = 0;
+  int64_t advances_ = 0;
+  bool timer_running_ = false;
 };
 
 class FakeBackend final : public Backend {

@@ -1,5 +1,11 @@
 #include "engine/measurer.h"
 
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "engine/oracle.h"
+#include "engine/selection.h"
 #include "gtest/gtest.h"
 #include "tests/engine/fake_backend.h"
 
@@ -18,31 +24,49 @@ class MeasurerTest : public ::testing::Test {
     options_.min_samples = 5;
     options_.max_samples = 9;
     options_.warmup_runs = 1;
+    // Host time never ends a race here: the fake device's time is the only clock tests read.
+    options_.wall_budget_seconds = 1e9;
+    options_.wall_limit_seconds = 1e9;
     options_.seed = 5;
   }
-  // Measures `p` over `candidates`, in the order given.
-  std::vector<Measurement> Measure(std::vector<CandidateSpec> candidates, const Problem& p) {
-    absl::StatusOr<std::vector<Measurement>> m = MeasureWith(std::move(candidates), p, nullptr);
-    EXPECT_TRUE(m.ok()) << m.status();
-    return m.ok() ? *m : std::vector<Measurement>{};
-  }
-  absl::StatusOr<std::vector<Measurement>> MeasureWith(std::vector<CandidateSpec> candidates,
-                                                       const Problem& p, MeasureHooks* hooks) {
+  // Races `p` over `candidates`, in the order given.
+  absl::StatusOr<MeasureReport> Race(std::vector<CandidateSpec> candidates, const Problem& p) {
     auto registry = Registry::Create(std::move(candidates), backend_);
     EXPECT_TRUE(registry.ok()) << registry.status();
     registry_ = std::move(*registry);
     std::vector<const RegisteredCandidate*> order;
     for (const RegisteredCandidate& c : registry_->candidates()) order.push_back(&c);
-    Measurer measurer(backend_, stream_, options_, hooks);
-    return measurer.Measure(p, order);
+    Measurer measurer(backend_, stream_, options_, hooks_);
+    return measurer.Race(p, order);
+  }
+  // The measurements of Race, which must succeed.
+  std::vector<Measurement> Measure(std::vector<CandidateSpec> candidates, const Problem& p) {
+    absl::StatusOr<MeasureReport> r = Race(std::move(candidates), p);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->measurements : std::vector<Measurement>{};
   }
 
+  MeasureHooks* hooks_ = nullptr;  // passed to the Measurer when set
   FakeBackend backend_;
   FakeStream stream_;
   MeasureOptions options_;
   std::unique_ptr<Registry> registry_;
   const Problem p_{DType::kF32, 24, 40, 64};
 };
+
+// A correct kernel of `seconds` (times an alternating +-jitter) that appends
+// `name` to `log` each time it runs as a timed sample.
+KernelFn LoggedKernel(std::string name, double seconds, double jitter,
+                      std::shared_ptr<std::vector<std::string>> log) {
+  auto calls = std::make_shared<int>(0);
+  return [=](const GemmArgs& a) {
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    auto* stream = static_cast<FakeStream*>(a.stream);
+    if (stream->timer_running()) log->push_back(name);
+    stream->Advance(seconds * (((*calls)++ % 2 == 0) ? 1 + jitter : 1 - jitter));
+    return absl::OkStatus();
+  };
+}
 
 // Claims run_to_run; every other run perturbs one element.
 KernelFn Flaky() {
@@ -179,12 +203,199 @@ TEST_F(MeasurerTest, ACandidateWithoutAMemberForTheDtypeIsUnmeasuredWithTheReaso
   EXPECT_EQ(m[0].result.reason, "no f64 entry point");
 }
 
+TEST_F(MeasurerTest, PairedTimingTakesOneSampleOfEachCandidatePerRound) {
+  // Close and noisy, so neither stops before max_samples.
+  auto log = std::make_shared<std::vector<std::string>>();
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("a", 2, LoggedKernel("a", 10e-6, 0.05, log)));
+  c.push_back(FakeCandidate("b", 2, LoggedKernel("b", 10.2e-6, 0.05, log)));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 2u);
+  ASSERT_EQ(m[0].result.samples, options_.max_samples) << m[0].result;
+  ASSERT_EQ(m[1].result.samples, options_.max_samples) << m[1].result;
+  ASSERT_EQ(log->size(), 2u * options_.max_samples);
+  std::set<std::string> firsts;
+  for (size_t round = 0; round < log->size() / 2; ++round) {
+    const std::string& x = (*log)[2 * round];
+    const std::string& y = (*log)[2 * round + 1];
+    EXPECT_NE(x, y) << "round " << round << " timed one candidate twice";
+    firsts.insert(x);
+  }
+  EXPECT_EQ(firsts.size(), 2u) << "the same candidate went first in every round";
+}
+
+TEST_F(MeasurerTest, DriftDuringTheRaceDoesNotPickAWinner) {
+  // Two identical kernels on a device that slows with every launch: timed one
+  // after the other, the first would look faster by more than the noise.
+  stream_.set_drift(0.01);
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("first", 2, TimedKernel(10e-6)));
+  c.push_back(FakeCandidate("second", 2, TimedKernel(10e-6)));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 2u);
+  std::vector<CandidateResult> results{m[0].result, m[1].result};
+  const Decision d = Decide(results, Determinism::kNondeterministic, "second", NoisePolicy{});
+  EXPECT_EQ(d.winner, "second") << d.reason;
+  EXPECT_NE(d.reason.find("not separated"), std::string::npos) << d.reason;
+}
+
+TEST_F(MeasurerTest, ACandidateThatCannotWinStopsAtTheMinimumSamples) {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("quick", 2, TimedKernel(10e-6, 0.05)));
+  c.push_back(FakeCandidate("slower", 2, TimedKernel(14e-6, 0.05)));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].result.samples, options_.max_samples) << m[0].result;
+  EXPECT_EQ(m[1].result.state, ResultState::kTimed);
+  EXPECT_EQ(m[1].result.samples, options_.min_samples) << m[1].result;
+  EXPECT_NE(m[1].result.reason.find("cannot win"), std::string::npos) << m[1].result.reason;
+}
+
+TEST_F(MeasurerTest, TheDeviceTimeBudgetEndsTheRaceAfterTheMinimumSamples) {
+  options_.max_samples = 50;
+  options_.device_budget_seconds = 50e-6;  // spent within the first few rounds
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("a", 2, TimedKernel(10e-6, 0.05)));
+  c.push_back(FakeCandidate("b", 2, TimedKernel(10.2e-6, 0.05)));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 2u);
+  for (const Measurement& x : m) {
+    EXPECT_EQ(x.result.state, ResultState::kTimed);
+    EXPECT_EQ(x.result.samples, options_.min_samples) << x.result;
+    EXPECT_NE(x.result.reason.find("device-time budget spent"), std::string::npos) << x.result;
+  }
+}
+
+TEST_F(MeasurerTest, TheHostTimeBudgetEndsTheRaceAfterTheMinimumSamples) {
+  options_.wall_budget_seconds = 0;  // spent as soon as the first round is over
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("a", 2, TimedKernel(10e-6, 0.05)));
+  c.push_back(FakeCandidate("b", 2, TimedKernel(10.2e-6, 0.05)));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 2u);
+  for (const Measurement& x : m) {
+    EXPECT_EQ(x.result.state, ResultState::kTimed);
+    EXPECT_EQ(x.result.samples, options_.min_samples) << x.result;
+    EXPECT_NE(x.result.reason.find("host-time budget spent"), std::string::npos) << x.result;
+  }
+}
+
+TEST_F(MeasurerTest, AVerySlowCandidateStopsOnceItHasSpentItsShareOfTheBudget) {
+  options_.device_budget_seconds = 1e-3;  // a share of 0.5 ms each
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("quick", 2, TimedKernel(1e-6)));
+  c.push_back(FakeCandidate("generic", 1, TimedKernel(5e-3)));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[1].result.state, ResultState::kTimed);
+  EXPECT_EQ(m[1].result.samples, 1) << m[1].result;
+  EXPECT_NE(m[1].result.reason.find("over 10x the best median"), std::string::npos)
+      << m[1].result.reason;
+}
+
+TEST_F(MeasurerTest, CancellationStopsTheRaceBetweenRunsWithNothingReturned) {
+  int launches = 0;
+  int launches_when_cancelled = -1;
+  options_.cancelled = [&] {
+    if (launches >= 7 && launches_when_cancelled < 0) launches_when_cancelled = launches;
+    return launches_when_cancelled >= 0;
+  };
+  KernelFn counted = [&](const GemmArgs& a) {
+    ++launches;
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    static_cast<FakeStream*>(a.stream)->Advance(10e-6);
+    return absl::OkStatus();
+  };
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("a", 2, counted));
+  c.push_back(FakeCandidate("b", 2, counted));
+  absl::StatusOr<MeasureReport> r = Race(std::move(c), p_);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  EXPECT_EQ(launches, launches_when_cancelled) << "a kernel ran after cancellation";
+}
+
+TEST_F(MeasurerTest, AnUnwrittenElementOutsideTheCheckedRowsStillFailsTheOracle) {
+  const Problem tall{DType::kF32, 300, 16, 8};
+  options_.oracle_full_volume = 0;  // rows sampled however cheap the reference is
+  const std::vector<int64_t> checked = SampledRows(tall.m, options_.oracle_rows);
+  ASSERT_LT(checked.size(), static_cast<size_t>(tall.m));
+  int64_t unchecked = 0;
+  while (std::binary_search(checked.begin(), checked.end(), unchecked)) ++unchecked;
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("one_hole", 2, [unchecked](const GemmArgs& a) {
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    FillNaN(a.problem.dtype, static_cast<float*>(a.c) + unchecked * a.problem.n + 3, 1);
+    static_cast<FakeStream*>(a.stream)->Advance(1e-6);
+    return absl::OkStatus();
+  }));
+  absl::StatusOr<MeasureReport> r = Race(std::move(c), tall);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const CandidateResult& result = r->measurements[0].result;
+  EXPECT_EQ(result.state, ResultState::kFailedOracle) << result;
+  EXPECT_NE(result.reason.find("1 of 4800 elements of C non-finite"), std::string::npos)
+      << result.reason;
+  EXPECT_EQ(r->cost.rows_checked, static_cast<int64_t>(checked.size()));
+}
+
+TEST_F(MeasurerTest, AWrongValueInACheckedRowFailsWithItsPositionInC) {
+  const Problem tall{DType::kF32, 300, 16, 8};
+  options_.oracle_full_volume = 0;
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("last_row_off", 2, [](const GemmArgs& a) {
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    static_cast<float*>(a.c)[(a.problem.m - 1) * a.problem.n + 5] += 1.0f;
+    static_cast<FakeStream*>(a.stream)->Advance(1e-6);
+    return absl::OkStatus();
+  }));
+  absl::StatusOr<MeasureReport> r = Race(std::move(c), tall);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const CandidateResult& result = r->measurements[0].result;
+  EXPECT_EQ(result.state, ResultState::kFailedOracle) << result;
+  EXPECT_NE(result.reason.find("C[299,5]"), std::string::npos) << result.reason;
+}
+
+TEST_F(MeasurerTest, EveryRowIsCheckedWhileTheFullReferenceIsCheap) {
+  const Problem tall{DType::kF32, 300, 16, 8};  // M past oracle_rows, volume far below the bound
+  const std::vector<int64_t> sampled = SampledRows(tall.m, options_.oracle_rows);
+  int64_t unsampled = 0;
+  while (std::binary_search(sampled.begin(), sampled.end(), unsampled)) ++unsampled;
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("one_off", 2, [unsampled](const GemmArgs& a) {
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    static_cast<float*>(a.c)[unsampled * a.problem.n + 7] += 1.0f;
+    static_cast<FakeStream*>(a.stream)->Advance(1e-6);
+    return absl::OkStatus();
+  }));
+  absl::StatusOr<MeasureReport> r = Race(std::move(c), tall);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->measurements[0].result.state, ResultState::kFailedOracle);
+  EXPECT_NE(r->measurements[0].result.reason.find(absl::StrCat("C[", unsampled, ",7]")),
+            std::string::npos)
+      << r->measurements[0].result.reason;
+  EXPECT_EQ(r->cost.rows_checked, tall.m);
+}
+
+TEST_F(MeasurerTest, TheReportSaysWhereTheTimeWentAndHowManyRoundsRan) {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("steady", 2, TimedKernel(10e-6)));
+  absl::StatusOr<MeasureReport> r = Race(std::move(c), p_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->cost.rounds, options_.min_samples);
+  EXPECT_DOUBLE_EQ(r->cost.device, options_.min_samples * 10e-6);
+  EXPECT_EQ(r->cost.rows_checked, p_.m);  // M <= oracle_rows: every row
+  std::vector<std::string> phases;
+  for (const auto& [name, seconds] : r->cost.Phases()) phases.push_back(name);
+  EXPECT_EQ(phases, (std::vector<std::string>{"setup", "reference", "oracle", "determinism",
+                                              "warmup", "flush", "timing"}));
+  EXPECT_EQ(r->sm_clock_min_mhz, 0.0);  // the fake device reports no clock
+}
+
 // Records what the measurer announces; the n-th checkpoint (from 1) fails when `fail_at` is set.
 class RecordingHooks final : public MeasureHooks {
  public:
   void Launching(const CandidateSpec& candidate, std::string_view phase) override {
     launching = candidate.name;
-    phases.push_back(candidate.name + ":" + std::string(phase));
+    phases.insert(candidate.name + ":" + std::string(phase));
   }
   absl::Status Checkpoint() override {
     ++checkpoints;
@@ -192,16 +403,18 @@ class RecordingHooks final : public MeasureHooks {
     return absl::OkStatus();
   }
   std::string launching;  // the candidate named last
-  std::vector<std::string> phases;
+  std::set<std::string> phases;
   int checkpoints = 0;
   int fail_at = 0;
 };
 
-// A correct kernel that records which candidate the hooks had been told of when it ran.
+// A correct kernel that records when the hooks had not been told of its candidate last.
 KernelFn Announced(const std::string& name, const RecordingHooks& hooks,
                    std::shared_ptr<std::vector<std::string>> unannounced) {
   return [=, &hooks](const GemmArgs& a) {
-    if (hooks.launching != name) unannounced->push_back(name + " ran while told of \"" + hooks.launching + "\"");
+    if (hooks.launching != name) {
+      unannounced->push_back(name + " ran while told of \"" + hooks.launching + "\"");
+    }
     NaiveGemm(a, a.problem.k, a.problem.m);
     static_cast<FakeStream*>(a.stream)->Advance(5e-6);
     return absl::OkStatus();
@@ -210,28 +423,26 @@ KernelFn Announced(const std::string& name, const RecordingHooks& hooks,
 
 TEST_F(MeasurerTest, EveryKernelRunsOnlyAfterItsCandidateWasAnnouncedForThePhase) {
   RecordingHooks hooks;
+  hooks_ = &hooks;
   auto unannounced = std::make_shared<std::vector<std::string>>();
   std::vector<CandidateSpec> c;
   c.push_back(FakeCandidate("first", 2, Announced("first", hooks, unannounced)));
-  c.push_back(FakeCandidate("second", 2, Announced("second", hooks, unannounced),
-                            Determinism::kNondeterministic));
-  absl::StatusOr<std::vector<Measurement>> m = MeasureWith(std::move(c), p_, &hooks);
-  ASSERT_TRUE(m.ok()) << m.status();
+  c.push_back(FakeCandidate("second", 2, Announced("second", hooks, unannounced)));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].result.state, ResultState::kTimed) << m[0].result;
   EXPECT_TRUE(unannounced->empty()) << (*unannounced)[0];
-  EXPECT_EQ(hooks.phases, (std::vector<std::string>{"first:oracle", "first:determinism",
-                                                     "first:timing", "second:oracle",
-                                                     "second:timing"}));
-  // Before each candidate, after each phase that ran a kernel, and after every
-  // timed sample but the last: 3 + 2 phases, 4 + 4 samples (stable at the 5th).
-  ASSERT_EQ((*m)[0].result.samples, 5);
-  ASSERT_EQ((*m)[1].result.samples, 5);
-  EXPECT_EQ(hooks.checkpoints, 2 + 3 + 4 + 4);
+  EXPECT_EQ(hooks.phases, (std::set<std::string>{"first:oracle", "first:determinism",
+                                                  "first:timing", "second:oracle",
+                                                  "second:determinism", "second:timing"}));
+  EXPECT_GT(hooks.checkpoints, m[0].result.samples);  // at least one before each sample
 }
 
 TEST_F(MeasurerTest, AFailedCheckpointStopsTheMeasurementWithItsStatusAndRunsNothingMore) {
   RecordingHooks hooks;
-  hooks.fail_at = 5;  // before the candidate, after its oracle and determinism runs, after
-                      // its first timed sample, then here, after its second
+  hooks.fail_at = 4;  // before the candidate, after its oracle run, before its first timed
+                      // sample, then here, before its second
+  hooks_ = &hooks;
   auto runs = std::make_shared<int>(0);
   std::vector<CandidateSpec> c;
   c.push_back(FakeCandidate("only", 2, [runs](const GemmArgs& a) {
@@ -241,25 +452,10 @@ TEST_F(MeasurerTest, AFailedCheckpointStopsTheMeasurementWithItsStatusAndRunsNot
     return absl::OkStatus();
   }));
   options_.stable_spread = -1;  // never stable: only the checkpoint can stop the sampling
-  absl::StatusOr<std::vector<Measurement>> m = MeasureWith(std::move(c), p_, &hooks);
-  EXPECT_EQ(m.status().code(), absl::StatusCode::kCancelled) << m.status();
-  // oracle + determinism + warm-up + two samples; nothing after the failed checkpoint.
-  EXPECT_EQ(*runs, 2 + options_.warmup_runs + 2);
-}
-
-TEST_F(MeasurerTest, ASpentBucketBudgetKeepsTheSamplesTakenAndLeavesTheRestUnmeasured) {
-  options_.bucket_budget_seconds = 0;  // spent as soon as the first candidate has one sample
-  std::vector<CandidateSpec> c;
-  c.push_back(FakeCandidate("first", 3, TimedKernel(10e-6)));
-  c.push_back(FakeCandidate("second", 2, TimedKernel(1e-6)));
-  const std::vector<Measurement> m = Measure(std::move(c), p_);
-  ASSERT_EQ(m.size(), 2u);
-  EXPECT_EQ(m[0].result.state, ResultState::kTimed) << m[0].result;
-  EXPECT_EQ(m[0].result.samples, 1);
-  EXPECT_DOUBLE_EQ(m[0].result.median_seconds, 10e-6);
-  EXPECT_NE(m[0].result.reason.find("bucket's budget"), std::string::npos) << m[0].result;
-  EXPECT_EQ(m[1].result.state, ResultState::kUnmeasured) << m[1].result;
-  EXPECT_NE(m[1].result.reason.find("spent before its turn"), std::string::npos) << m[1].result;
+  const absl::StatusOr<MeasureReport> r = Race(std::move(c), p_);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  // oracle + determinism + warm-up + one sample; nothing after the failed checkpoint.
+  EXPECT_EQ(*runs, 2 + options_.warmup_runs + 1);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "engine/oracle.h"
 
+#include <algorithm>
 #include <limits>
+#include <set>
 
 #include "engine/measurer.h"
 #include "gtest/gtest.h"
@@ -89,6 +91,45 @@ TEST(OracleTest, ReportsMaxAbsoluteAndRelativeError) {
   double max_ref = 0;
   for (double v : out.ref) max_ref = std::max(max_ref, std::abs(v));
   EXPECT_NEAR(r.max_rel_error, 0.5 / max_ref, 1e-12);
+}
+
+TEST(OracleTest, SampledRowsKeepTheEdgesWhereRaggedTilesGoWrong) {
+  EXPECT_EQ(SampledRows(5, 64).size(), 5u);  // few rows: all of them
+  const int64_t m = 1000;                    // 1000 = 3*256 + 232: every tile size is ragged
+  const std::vector<int64_t> rows = SampledRows(m, 64);
+  ASSERT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+  EXPECT_EQ(std::adjacent_find(rows.begin(), rows.end()), rows.end()) << "a row listed twice";
+  EXPECT_LT(rows.size(), 120u);
+  auto has = [&](int64_t r) { return std::binary_search(rows.begin(), rows.end(), r); };
+  for (int64_t r : {int64_t{0}, int64_t{1}, m - 2, m - 1}) EXPECT_TRUE(has(r)) << r;
+  for (int64_t tile = 8; tile <= 256; tile *= 2) {
+    const int64_t partial = (m - 1) / tile * tile;  // first row of the last, partial tile
+    EXPECT_TRUE(has(partial)) << "tile " << tile;
+    EXPECT_TRUE(has(partial - 1)) << "tile " << tile;
+  }
+  std::set<int64_t> offsets;  // within a 16-row tile: not always the same one
+  for (int64_t r : rows) offsets.insert(r % 16);
+  EXPECT_GT(offsets.size(), 8u);
+}
+
+TEST(OracleTest, CheckRowsNamesAWrongElementByItsRowInC) {
+  const Problem p{DType::kF32, 6, 4, 8};
+  Output out = RunNaive(p, p.k, p.m);
+  const std::vector<int64_t> rows = {5, 2};
+  std::vector<float> packed;
+  std::vector<double> ref;
+  for (int64_t r : rows) {
+    for (int64_t j = 0; j < p.n; ++j) {
+      packed.push_back(reinterpret_cast<float*>(out.c.data())[r * p.n + j]);
+      ref.push_back(out.ref[r * p.n + j]);
+    }
+  }
+  EXPECT_TRUE(CheckRows(p, AccuracyBudget{1e-5, 1e-5}, packed.data(), ref, rows).pass);
+  packed[p.n + 3] += 1.0f;  // row 2 of C, column 3
+  const OracleReport r = CheckRows(p, AccuracyBudget{1e-5, 1e-5}, packed.data(), ref, rows);
+  EXPECT_FALSE(r.pass);
+  EXPECT_NE(r.detail.find("C[2,3]"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("2 of 6 rows checked"), std::string::npos) << r.detail;
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "arbiter/v1/arbiter.grpc.pb.h"
 
 namespace arbiter::server {
@@ -128,6 +130,24 @@ TEST(MetricsTest, TuningSetsRelativeErrorOfCheckedCandidatesAndCountsOracleFailu
   EXPECT_EQ(Value(s, R"(arbiter_candidate_relative_error{candidate="blas",dtype="f32",origin="tuning"})"), 0.25);
   EXPECT_EQ(Value(s, R"(arbiter_accuracy_violations_total{candidate="blas",dtype="f32"})"), 1);
   EXPECT_EQ(Value(s, R"(arbiter_accuracy_violations_total{candidate="tiled",dtype="f32"})"), 0);
+}
+
+TEST(MetricsTest, TuningObservesTheTimeOfEachMeasurementPhase) {
+  auto m = MakeMetrics();
+  Verdict v;
+  v.dtype = DType::kF32;
+  v.cost.reference = 0.25;
+  v.cost.timing = 0.5;
+  m->OnTuning(kF32, v, 1.0);
+  m->OnTuning(kF32, v, 1.0);
+  const std::string s = m->Scrape();
+  EXPECT_EQ(Value(s, R"(arbiter_tuning_phase_seconds_sum{phase="reference"})"), 0.5);
+  EXPECT_EQ(Value(s, R"(arbiter_tuning_phase_seconds_sum{phase="timing"})"), 1.0);
+  EXPECT_EQ(Value(s, R"(arbiter_tuning_phase_seconds_count{phase="flush"})"), 2);
+  for (const char* phase : {"setup", "reference", "oracle", "determinism", "warmup", "flush", "timing"}) {
+    EXPECT_TRUE(Value(s, absl::StrCat(R"(arbiter_tuning_phase_seconds_count{phase=")", phase, R"("})")))
+        << phase;
+  }
   // A candidate that produced no output has no error to report.
   EXPECT_FALSE(Value(s, R"(arbiter_candidate_relative_error{candidate="slow",dtype="f32",origin="tuning"})"));
 }
@@ -286,6 +306,7 @@ TEST(MetricsTest, EveryFamilyIsPrefixedAndTypedByItsSuffix) {
       {"arbiter_verdict_cache_total", "counter"},
       {"arbiter_tuning_runs_total", "counter"},
       {"arbiter_tuning_seconds", "histogram"},
+      {"arbiter_tuning_phase_seconds", "histogram"},
       {"arbiter_verdicts_stored", "gauge"},
       {"arbiter_forces_active", "gauge"},
       {"arbiter_candidates_quarantined", "gauge"},

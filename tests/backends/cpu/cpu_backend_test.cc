@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "engine/measurer.h"
 #include "tests/backends/cpu/cpu_test_util.h"
 
 namespace arbiter {
@@ -179,6 +181,61 @@ TEST(CpuStreamTest, ReferenceRefusesOperandsSmallerThanTheProblem) {
   std::vector<double> ref;
   EXPECT_EQ(stream->Reference(p, *a, *b, &ref).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(stream->Reference(p, *b, *a, &ref).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The measurer's sampled check reads these: the listed rows of the reference
+// must be exactly those rows of the whole one, in the order listed.
+TEST(CpuStreamTest, ReferenceRowsAreTheListedRowsOfTheWholeReference) {
+  const auto backend = MakeBackend(3);
+  auto stream = backend->CreateStream().value();
+  for (DType d : kAllDTypes) {
+    const Problem p{d, 37, 11, 90};
+    std::vector<uint8_t> a(p.a_bytes()), b(p.b_bytes());
+    FillRandom(d, a.data(), static_cast<size_t>(p.m * p.k), 4);
+    FillRandom(d, b.data(), static_cast<size_t>(p.k * p.n), 5);
+    auto da = backend->Allocate(p.a_bytes()).value();
+    auto db = backend->Allocate(p.b_bytes()).value();
+    ASSERT_TRUE(stream->CopyToDevice(*da, a.data(), a.size()).ok());
+    ASSERT_TRUE(stream->CopyToDevice(*db, b.data(), b.size()).ok());
+    std::vector<double> whole, some;
+    ASSERT_TRUE(stream->Reference(p, *da, *db, &whole).ok());
+    const std::vector<int64_t> rows = {36, 0, 17, 1};
+    ASSERT_TRUE(stream->ReferenceRows(p, *da, *db, rows, &some).ok());
+    ASSERT_EQ(some.size(), rows.size() * p.n);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (int64_t j = 0; j < p.n; ++j) {
+        EXPECT_EQ(some[r * p.n + j], whole[rows[r] * p.n + j]) << d << " row " << rows[r];
+      }
+    }
+    EXPECT_EQ(stream->ReferenceRows(p, *da, *db, {37}, &some).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(CpuStreamTest, CountsNonFiniteAndDifferingElementsInPlace) {
+  const auto backend = MakeBackend();
+  auto stream = backend->CreateStream().value();
+  for (DType d : kAllDTypes) {
+    const size_t count = 100;
+    auto x = backend->Allocate(count * ElementSize(d)).value();
+    auto y = backend->Allocate(count * ElementSize(d)).value();
+    for (size_t i = 0; i < count; ++i) {
+      StoreFromDouble(d, x->data(), i, 0.5 + static_cast<double>(i));
+      StoreFromDouble(d, y->data(), i, 0.5 + static_cast<double>(i));
+    }
+    EXPECT_EQ(stream->CountNonFinite(*x, d, count).value(), 0) << d;
+    EXPECT_EQ(stream->CountDifferences(*x, *y, d, count).value(), 0) << d;
+    StoreFromDouble(d, x->data(), 3, std::numeric_limits<double>::infinity());
+    FillNaN(d, static_cast<uint8_t*>(x->data()) + 70 * ElementSize(d), 2);
+    StoreFromDouble(d, y->data(), 99, -1.0);
+    EXPECT_EQ(stream->CountNonFinite(*x, d, count).value(), 3) << d;
+    EXPECT_EQ(stream->CountNonFinite(*x, d, 50).value(), 1) << d;  // only the first 50
+    EXPECT_EQ(stream->CountDifferences(*x, *y, d, count).value(), 4) << d;
+    std::vector<uint8_t> rows(2 * 10 * ElementSize(d));
+    ASSERT_TRUE(stream->CopyRowsToHost(rows.data(), *y, 10 * ElementSize(d), {9, 2}).ok());
+    EXPECT_EQ(LoadAsDouble(d, rows.data(), 9), -1.0) << d;   // row 9's last element
+    EXPECT_EQ(LoadAsDouble(d, rows.data(), 10), 20.5) << d;  // row 2's first
+  }
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 // The CUDA backend on a real GPU: fingerprint, memory pool, staged copies,
 // poison, device timer, the device f64 reference against a CPU one, and a
 // sticky device error turning Health() bad. Skips (saying so) without a GPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -13,6 +16,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_resources.h"
 #include "engine/measurer.h"
+#include "engine/oracle.h"
 #include "tests/backends/cuda/test_kernels.h"
 
 namespace arbiter::cuda {
@@ -187,6 +191,88 @@ TEST(CudaBackendTest, DeviceReferenceMatchesCpuReferenceOnStoredOperands) {
       }
     }
   }
+}
+
+TEST(CudaBackendTest, DeviceReferenceRowsAreTheListedRowsOfTheWholeReference) {
+  SKIP_WITHOUT_GPU();
+  auto backend = MakeBackend();
+  ASSERT_NE(backend, nullptr);
+  auto stream = backend->CreateStream();
+  ASSERT_TRUE(stream.ok());
+  for (DType dtype : kAllDTypes) {
+    const Problem p{dtype, 300, 67, 130};
+    SCOPED_TRACE(p.ToString());
+    std::vector<unsigned char> a(p.a_bytes()), b(p.b_bytes());
+    FillRandom(dtype, a.data(), p.m * p.k, 21);
+    FillRandom(dtype, b.data(), p.k * p.n, 22);
+    auto da = backend->Allocate(p.a_bytes());
+    auto db = backend->Allocate(p.b_bytes());
+    ASSERT_TRUE(da.ok() && db.ok());
+    ASSERT_TRUE((*stream)->CopyToDevice(**da, a.data(), a.size()).ok());
+    ASSERT_TRUE((*stream)->CopyToDevice(**db, b.data(), b.size()).ok());
+    std::vector<double> whole, some;
+    ASSERT_TRUE((*stream)->Reference(p, **da, **db, &whole).ok());
+    // More rows than one 64-row tile of the kernel, out of order, first and last included.
+    std::vector<int64_t> rows = SampledRows(p.m, 64);
+    std::reverse(rows.begin(), rows.end());
+    ASSERT_GT(rows.size(), 64u);
+    absl::Status st = (*stream)->ReferenceRows(p, **da, **db, rows, &some);
+    ASSERT_TRUE(st.ok()) << st;
+    ASSERT_EQ(some.size(), rows.size() * p.n);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (int64_t j = 0; j < p.n; ++j) {
+        ASSERT_EQ(some[r * p.n + j], whole[rows[r] * p.n + j]) << "row " << rows[r] << " col " << j;
+      }
+    }
+    // The rows of C itself, copied back one by one.
+    std::vector<unsigned char> rows_back(rows.size() * p.n * ElementSize(dtype));
+    st = (*stream)->CopyRowsToHost(rows_back.data(), **db, p.n * ElementSize(dtype), {129, 0});
+    ASSERT_TRUE(st.ok()) << st;
+    EXPECT_EQ(std::memcmp(rows_back.data(), b.data() + 129 * p.n * ElementSize(dtype),
+                          p.n * ElementSize(dtype)),
+              0);
+  }
+}
+
+TEST(CudaBackendTest, DeviceCountsOfNonFiniteAndDifferingElementsAreExact) {
+  SKIP_WITHOUT_GPU();
+  auto backend = MakeBackend();
+  ASSERT_NE(backend, nullptr);
+  auto stream = backend->CreateStream();
+  ASSERT_TRUE(stream.ok());
+  for (DType dtype : kAllDTypes) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const size_t count = (3 << 20) + 17;  // several blocks per SM, not a multiple of a warp
+    const size_t elem = ElementSize(dtype);
+    std::vector<unsigned char> host(count * elem);
+    FillRandom(dtype, host.data(), count, 31);
+    auto x = backend->Allocate(host.size());
+    auto y = backend->Allocate(host.size());
+    ASSERT_TRUE(x.ok() && y.ok());
+    ASSERT_TRUE((*stream)->CopyToDevice(**x, host.data(), host.size()).ok());
+    ASSERT_TRUE((*stream)->CopyToDevice(**y, host.data(), host.size()).ok());
+    EXPECT_EQ((*stream)->CountNonFinite(**x, dtype, count).value(), 0);
+    EXPECT_EQ((*stream)->CountDifferences(**x, **y, dtype, count).value(), 0);
+    ASSERT_TRUE((*stream)->Poison(**x, dtype, 1000).ok());  // NaN in the first 1000
+    StoreFromDouble(dtype, host.data(), count - 1, std::numeric_limits<double>::infinity());
+    StoreFromDouble(dtype, host.data(), count - 2, -std::numeric_limits<double>::infinity());
+    ASSERT_TRUE((*stream)->CopyToDevice(**y, host.data(), host.size()).ok());
+    EXPECT_EQ((*stream)->CountNonFinite(**x, dtype, count).value(), 1000);
+    EXPECT_EQ((*stream)->CountNonFinite(**y, dtype, count).value(), 2);
+    EXPECT_EQ((*stream)->CountNonFinite(**x, dtype, 10).value(), 10);
+    EXPECT_EQ((*stream)->CountDifferences(**x, **y, dtype, count).value(), 1002);
+  }
+}
+
+TEST(CudaBackendTest, SmClockIsReportedWhereNvmlIsThere) {
+  SKIP_WITHOUT_GPU();
+  auto backend = MakeBackend();
+  ASSERT_NE(backend, nullptr);
+  const std::optional<double> mhz = backend->SmClockMhz();
+  if (!mhz) GTEST_SKIP() << "libnvidia-ml.so.1 not loadable here: the SM clock is not recorded";
+  EXPECT_GT(*mhz, 100);
+  EXPECT_LT(*mhz, 10000);
+  std::printf("SM clock now: %.0f MHz\n", *mhz);
 }
 
 TEST(CudaBackendTest, StickyDeviceErrorMakesHealthReportTheCause) {

@@ -27,7 +27,7 @@ TEST(CpuMeasureTest, EngineTimesEveryCpuCandidateAndRejectsThePlantedOnes) {
   options.warmup_runs = 1;
   options.min_samples = 3;
   options.max_samples = 5;
-  options.budget_seconds = 0.2;
+  options.device_budget_seconds = 0.2;
   options.seed = 17;
   Measurer measurer(harness.backend(), harness.stream(), options);
 
