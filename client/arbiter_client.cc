@@ -1,5 +1,6 @@
 #include "client/arbiter_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <thread>
@@ -84,6 +85,7 @@ ArbiterClient::ArbiterClient(const ClientOptions& options)
 
 void ArbiterClient::Prepare(grpc::ClientContext* context) const {
   if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
+  if (session_ != nullptr) context->AddMetadata(kSessionMetadata, session_->token());
   if (options_.deadline_seconds > 0) {
     context->set_deadline(std::chrono::system_clock::now() +
                           std::chrono::duration_cast<std::chrono::system_clock::duration>(
@@ -101,6 +103,110 @@ grpc::Status ArbiterClient::Select(const v1::SelectRequest& request, v1::SelectR
   grpc::ClientContext context;
   Prepare(&context);
   return dispatch_->Select(&context, request, response);
+}
+
+grpc::Status ArbiterClient::OpenSession() {
+  if (session_ != nullptr) return grpc::Status::OK;
+  const std::string path = FdSocketPathFor(options_.server);
+  if (path.empty()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "sessions (regions) need the daemon's Unix socket: --server unix:/path, got " +
+                            options_.server);
+  }
+  return Session::Open(path, &session_);
+}
+
+grpc::Status ArbiterClient::RegisterRegion(const v1::RegisterRegionRequest& request,
+                                           v1::Region* region) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::RegisterRegionResponse response;
+  grpc::Status status = dispatch_->RegisterRegion(&context, request, &response);
+  if (status.ok() && region != nullptr) *region = response.region();
+  return status;
+}
+
+grpc::Status ArbiterClient::RegisterFd(int fd, v1::RegionKind kind, int64_t bytes,
+                                       const std::string& label, v1::Region* region) {
+  if (session_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "RegisterFd: open a session first (OpenSession)");
+  }
+  v1::RegisterRegionRequest request;
+  int64_t number = 0;
+  if (grpc::Status s = session_->PassFd(fd, &number); !s.ok()) return s;
+  request.set_kind(kind);
+  request.set_bytes(bytes);
+  request.set_fd(number);
+  request.set_label(label);
+  return RegisterRegion(request, region);
+}
+
+grpc::Status ArbiterClient::UnregisterRegion(const std::string& id) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::UnregisterRegionRequest request;
+  request.set_id(id);
+  v1::UnregisterRegionResponse response;
+  return dispatch_->UnregisterRegion(&context, request, &response);
+}
+
+grpc::Status ArbiterClient::ListRegions(v1::ListRegionsResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return dispatch_->ListRegions(&context, v1::ListRegionsRequest(), response);
+}
+
+grpc::Status ArbiterClient::UploadTensor(const void* data, int64_t bytes, const std::string& label,
+                                         v1::Tensor* tensor) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::UploadTensorResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::UploadTensorRequest>> writer =
+      dispatch_->UploadTensor(&context, &response);
+  const char* at = static_cast<const char*>(data);
+  int64_t sent = 0;
+  v1::UploadTensorRequest message;
+  message.set_bytes(bytes);
+  message.set_label(label);
+  do {
+    const int64_t chunk = std::min<int64_t>(kUploadChunkBytes, bytes - sent);
+    message.set_data(at + sent, static_cast<size_t>(chunk));
+    if (!writer->Write(message)) break;  // the daemon ended the call: Finish says why
+    sent += chunk;
+    message.Clear();
+  } while (sent < bytes);
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  if (status.ok() && tensor != nullptr) *tensor = response.tensor();
+  return status;
+}
+
+grpc::Status ArbiterClient::ReleaseTensor(const std::string& handle) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::ReleaseTensorRequest request;
+  request.set_handle(handle);
+  v1::ReleaseTensorResponse response;
+  return dispatch_->ReleaseTensor(&context, request, &response);
+}
+
+grpc::Status ArbiterClient::ListTensors(v1::ListTensorsResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return dispatch_->ListTensors(&context, v1::ListTensorsRequest(), response);
+}
+
+grpc::Status ArbiterClient::ListAllRegions(v1::ListRegionsResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return admin_->ListAllRegions(&context, v1::ListRegionsRequest(), response);
+}
+
+grpc::Status ArbiterClient::ListAllTensors(v1::ListTensorsResponse* response) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return admin_->ListAllTensors(&context, v1::ListTensorsRequest(), response);
 }
 
 grpc::Status ArbiterClient::ListCandidates(v1::ListCandidatesResponse* response) {

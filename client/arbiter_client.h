@@ -3,8 +3,14 @@
 // one is configured and the per-call deadline when one is set. Errors come back
 // as the daemon sent them (grpc::Status with its code and message).
 //
+// Same node, over a unix: address, a client may open a session (OpenSession,
+// client/session.h): it owns regions - memory shared with the daemon, named by
+// byte offsets in Matmuls instead of carrying bytes - and its resident tensors,
+// and releases them all when the client is destroyed or its process exits.
+//
 // Depends only on the wire contract (arbiter_proto), never on the engine.
-// Thread-safe: gRPC stubs and channels may be used from several threads.
+// Thread-safe: gRPC stubs and channels may be used from several threads;
+// OpenSession must come before the client is shared between threads.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +21,7 @@
 #include <grpcpp/channel.h>
 
 #include "arbiter/v1/arbiter.grpc.pb.h"
+#include "client/session.h"
 
 namespace arbiter::client {
 
@@ -39,6 +46,26 @@ class ArbiterClient {
   grpc::Status Matmul(const v1::MatmulRequest& request, v1::MatmulResponse* response);
   grpc::Status Select(const v1::SelectRequest& request, v1::SelectResponse* response);
 
+  // Opens a session on the fd socket beside options().server (a unix: address;
+  // FAILED_PRECONDITION otherwise); every later call carries its token.
+  grpc::Status OpenSession();
+  Session* session() const { return session_.get(); }
+
+  // Regions (need a session). RegisterFd passes `fd` over the session and
+  // registers `bytes` of it as `kind` (REGION_KIND_HOST_MEMFD or
+  // REGION_KIND_CUDA_VMM_FD); the caller may close its own `fd` afterwards.
+  grpc::Status RegisterRegion(const v1::RegisterRegionRequest& request, v1::Region* region);
+  grpc::Status RegisterFd(int fd, v1::RegionKind kind, int64_t bytes, const std::string& label,
+                          v1::Region* region);
+  grpc::Status UnregisterRegion(const std::string& id);
+  grpc::Status ListRegions(v1::ListRegionsResponse* response);  // this session's
+
+  // Resident tensors: `bytes` of `data` streamed in chunks of kUploadChunkBytes.
+  grpc::Status UploadTensor(const void* data, int64_t bytes, const std::string& label,
+                            v1::Tensor* tensor);
+  grpc::Status ReleaseTensor(const std::string& handle);
+  grpc::Status ListTensors(v1::ListTensorsResponse* response);  // this caller's
+
   // Admin.
   grpc::Status ListCandidates(v1::ListCandidatesResponse* response);
   grpc::Status ListVerdicts(const v1::ListVerdictsRequest& request,
@@ -54,6 +81,8 @@ class ArbiterClient {
                                v1::ClearQuarantineResponse* response);
   grpc::Status Quarantine(const v1::QuarantineRequest& request);
   grpc::Status ServerInfo(v1::ServerInfoResponse* response);
+  grpc::Status ListAllRegions(v1::ListRegionsResponse* response);  // every peer's
+  grpc::Status ListAllTensors(v1::ListTensorsResponse* response);
 
   // grpc.health.v1.Health/Check for `service` ("" = the whole server).
   grpc::Status Health(const std::string& service, HealthStatus* status);
@@ -71,6 +100,10 @@ class ArbiterClient {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Dispatch::Stub> dispatch_;
   std::unique_ptr<v1::Admin::Stub> admin_;
+  std::unique_ptr<Session> session_;  // set once, by OpenSession
 };
+
+// The size of each UploadTensor data message the client sends.
+inline constexpr int64_t kUploadChunkBytes = 4 << 20;
 
 }  // namespace arbiter::client

@@ -9,8 +9,10 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include "client/device_operands.h"
 #include "client/dtype_codec.h"
 #include "client/matmul_check.h"
+#include "client/shared_memory.h"
 #include "client/table.h"
 
 namespace arbiter::client {
@@ -109,7 +111,7 @@ const std::set<std::string>& Ctl::Options() {
   static const std::set<std::string> options = {
       "server",  "token-file", "timeout", "m",      "n",           "k",       "dtype",
       "seed",    "samples",    "shape",   "bucket", "candidate",   "reason",  "scope",
-      "service", "determinism", "tuning"};
+      "service", "determinism", "tuning", "operands", "region-kind"};
   return options;
 }
 
@@ -124,7 +126,11 @@ void Ctl::PrintUsage(std::ostream& os) {
 commands:
   matmul --m M --n N --k K [--dtype f32|f64|f16|bf16] [--seed S] [--samples N]
          [--determinism nondeterministic|run_to_run|batch_invariant] [--tuning sync|async|off]
-      run C = A*B on random operands and check a sample of C against a local f64 reference
+         [--operands inline|device [--region-kind auto|memfd|ipc|vmm]]
+      run C = A*B on random operands and check a sample of C against a local f64 reference;
+      --operands device puts A, B and C in one region shared with the daemon (needs a
+      unix: --server on the same node: host shared memory for a CPU daemon, memory on
+      its GPU for a CUDA one) and sends no operand bytes
   select --m M --n N --k K [--dtype D] [--determinism ..] [--tuning ..]
       which candidate would serve the problem, and why
   candidates                               every candidate, its contract and eligibility
@@ -136,6 +142,8 @@ commands:
   tune --shape MxNxK [--shape ...] [--dtype D]
                                            measure each shape's bucket now (progress streamed)
   quarantine list | clear [--candidate NAME] | add --candidate NAME --reason TEXT [--scope S]
+  regions                                  every client's regions (memory shared for zero-copy)
+  tensors                                  every client's resident tensors
   info                                     the daemon, its device and its store
   health [--service NAME]                  exit 0 only when SERVING
 
@@ -154,6 +162,8 @@ int Ctl::Run(const std::string& command) {
   if (command == "invalidate") return Invalidate();
   if (command == "tune") return Tune();
   if (command == "quarantine") return Quarantine();
+  if (command == "regions") return Regions();
+  if (command == "tensors") return Tensors();
   if (command == "info") return Info();
   if (command == "health") return Health();
   return UsageError("unknown command \"" + command + "\"");
@@ -266,11 +276,21 @@ int Ctl::Matmul() {
     check_options.samples = static_cast<int>(*s);
   }
 
+  const std::string operands = args_.Get("operands", "inline");
+  if (operands != "inline" && operands != "device") {
+    return UsageError("--operands: expected inline or device, got \"" + operands + "\"");
+  }
   const Operands ops = RandomOperands(p, seed);
-  request.set_a(ops.a);
-  request.set_b(ops.b);
   v1::MatmulResponse response;
-  if (grpc::Status s = client_.Matmul(request, &response); !s.ok()) return RpcError("matmul", s);
+  std::string c;
+  if (operands == "device") {
+    if (int code = DeviceMatmul(&request, ops, &response, &c); code != kExitOk) return code;
+  } else {
+    request.set_a(ops.a);
+    request.set_b(ops.b);
+    if (grpc::Status s = client_.Matmul(request, &response); !s.ok()) return RpcError("matmul", s);
+    c = std::move(*response.mutable_c());
+  }
 
   // Check against the candidate's own declared budget (the contract it was admitted on).
   v1::AccuracyBudget budget = DefaultBudget(p.dtype());
@@ -287,7 +307,7 @@ int Ctl::Matmul() {
       }
     }
   }
-  const CheckResult check = CheckMatmul(p, ops, response.c(), budget, check_options);
+  const CheckResult check = CheckMatmul(p, ops, c, budget, check_options);
   const double flops = 2.0 * p.m() * p.n() * p.k();
 
   if (json_) {
@@ -299,6 +319,7 @@ int Ctl::Matmul() {
     AddField(&out, "bucket", response.bucket());
     AddField(&out, "device_seconds", response.device_seconds());
     AddField(&out, "seed", static_cast<double>(seed));
+    AddField(&out, "operands", operands);
     google::protobuf::Struct* c = (*out.mutable_fields())["check"].mutable_struct_value();
     AddBool(c, "passed", check.passed());
     AddField(c, "checked", static_cast<double>(check.checked));
@@ -319,6 +340,7 @@ int Ctl::Matmul() {
         {"candidate", response.candidate() + "@v" + std::to_string(response.candidate_version())},
         {"source", SourceName(response.source())},
         {"bucket", response.bucket()},
+        {"operands", operands == "device" ? "device (zero-copy region)" : "inline"},
         {"device time", FormatSeconds(response.device_seconds()) +
                             (response.device_seconds() > 0
                                  ? " (" + Fixed(flops / response.device_seconds() / 1e9, 1) +
@@ -591,6 +613,79 @@ int Ctl::Quarantine() {
     return kExitOk;
   }
   return UsageError("quarantine: expected list, clear or add, got \"" + action + "\"");
+}
+
+int Ctl::DeviceMatmul(v1::MatmulRequest* request, const Operands& ops,
+                      v1::MatmulResponse* response, std::string* c) {
+  const v1::Problem& p = request->problem();
+  v1::ServerInfoResponse info;
+  if (grpc::Status s = client_.ServerInfo(&info); !s.ok()) return RpcError("matmul: info", s);
+  if (grpc::Status s = client_.OpenSession(); !s.ok()) return RpcError("matmul: session", s);
+  // One region: A, then B, then C, each at an aligned offset.
+  const size_t c_bytes = static_cast<size_t>(p.m() * p.n()) * ElementBytes(p.dtype());
+  const size_t a_at = 0, b_at = AlignUp(ops.a.size()), c_at = b_at + AlignUp(ops.b.size());
+  std::unique_ptr<DeviceOperands> memory;
+  if (grpc::Status s = DeviceOperands::Create(info, args_.Get("region-kind", "auto"), c_at + c_bytes,
+                                              &memory);
+      !s.ok()) {
+    return RpcError("matmul: device operands", s);
+  }
+  if (grpc::Status s = memory->Write(a_at, ops.a); !s.ok()) return RpcError("matmul: write A", s);
+  if (grpc::Status s = memory->Write(b_at, ops.b); !s.ok()) return RpcError("matmul: write B", s);
+  v1::Region region;
+  if (grpc::Status s = memory->Register(client_, "arbiterctl matmul", &region); !s.ok()) {
+    return RpcError("matmul: register region", s);
+  }
+  for (auto [ref, at] : {std::pair{request->mutable_a_ref(), a_at}, {request->mutable_b_ref(), b_at},
+                         {request->mutable_c_ref(), c_at}}) {
+    ref->set_region(region.id());
+    ref->set_offset(static_cast<int64_t>(at));
+  }
+  const grpc::Status matmul = client_.Matmul(*request, response);
+  grpc::Status read = matmul.ok() ? memory->Read(c_at, c_bytes, c) : grpc::Status::OK;
+  client_.UnregisterRegion(region.id());  // the session's end would release it too
+  if (!matmul.ok()) return RpcError("matmul", matmul);
+  if (!read.ok()) return RpcError("matmul: read C", read);
+  return kExitOk;
+}
+
+int Ctl::Regions() {
+  v1::ListRegionsResponse response;
+  if (grpc::Status s = client_.ListAllRegions(&response); !s.ok()) return RpcError("regions", s);
+  if (json_) {
+    PrintJson(response);
+    return kExitOk;
+  }
+  Table table({"id", "kind", "bytes", "owner", "label"});
+  for (const v1::Region& r : response.regions()) {
+    table.AddRow({r.id(), EnumSuffix(v1::RegionKind_Name(r.kind()), "REGION_KIND_"),
+                  std::to_string(r.bytes()), r.owner().address(), r.label()});
+  }
+  if (table.empty()) {
+    out_ << "no regions\n";
+  } else {
+    table.Print(out_);
+  }
+  return kExitOk;
+}
+
+int Ctl::Tensors() {
+  v1::ListTensorsResponse response;
+  if (grpc::Status s = client_.ListAllTensors(&response); !s.ok()) return RpcError("tensors", s);
+  if (json_) {
+    PrintJson(response);
+    return kExitOk;
+  }
+  Table table({"handle", "bytes", "owner", "label"});
+  for (const v1::Tensor& t : response.tensors()) {
+    table.AddRow({t.handle(), std::to_string(t.bytes()), t.owner().address(), t.label()});
+  }
+  if (table.empty()) {
+    out_ << "no resident tensors\n";
+  } else {
+    table.Print(out_);
+  }
+  return kExitOk;
 }
 
 int Ctl::Info() {

@@ -16,6 +16,7 @@
 
 #include "client/arbiter_client.h"
 #include "client/args.h"
+#include "client/matmul_check.h"
 
 namespace arbiter::client {
 
@@ -46,11 +47,16 @@ class Ctl {
   int Invalidate();
   int Tune();
   int Quarantine();
+  int Regions();
+  int Tensors();
   int Info();
   int Health();
 
   // --m --n --k --dtype (f32 when absent) into `p`; prints the usage error.
   bool ParseProblem(v1::Problem* p);
+  // matmul --operands device: A and B written into a region, C read back from it.
+  int DeviceMatmul(v1::MatmulRequest* request, const Operands& ops, v1::MatmulResponse* response,
+                   std::string* c);
   bool ParseSelectOptions(v1::Determinism* determinism, v1::TuningPolicy* tuning);
   int RpcError(const char* what, const grpc::Status& status);
   int UsageError(const std::string& message);

@@ -65,8 +65,14 @@ absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(const ArbiterOptions& o
   a->streams_ = std::make_unique<StreamPool>(std::move(streams), options.max_queue);
   ASSIGN_OR_RETURN(a->quarantine_, Quarantine::Create(*a->store_, a->fingerprint_));
   a->verdict_cache_ = std::make_unique<VerdictCache>(options.verdict_cache_entries);
+  a->selections_ = std::make_unique<SelectionCache>(
+      options.selection_cache_entries,
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(options.selection_cache_seconds)));
   a->dispatcher_ = std::make_unique<Dispatcher>(*a->backend_, *a->streams_, *a->quarantine_,
                                                 *a->verdict_cache_, options.verify_fraction);
+  a->regions_ = std::make_unique<RegionTable>(*a->backend_, a->options_.regions);
+  a->tensors_ = std::make_unique<TensorTable>(*a->backend_, *a->streams_, a->options_.tensors);
   if (!options.tuning_intent_file.empty()) {
     ASSIGN_OR_RETURN(a->journal_, IntentJournal::Open(options.tuning_intent_file));
     RETURN_IF_ERROR(a->QuarantineLeftover());
@@ -93,9 +99,21 @@ absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(const ArbiterOptions& o
   return a;
 }
 
+namespace {
+// The options with the device memory limit filled in from the device where unset.
+ArbiterOptions WithDeviceLimits(ArbiterOptions options, const DeviceInfo& device) {
+  if (options.limits.max_device_bytes <= 0) options.limits.max_device_bytes = device.memory_bytes;
+  if (options.regions.max_bytes_per_peer <= 0) options.regions.max_bytes_per_peer = device.memory_bytes;
+  if (options.tensors.max_resident_bytes <= 0) {
+    options.tensors.max_resident_bytes = device.memory_bytes > 0 ? device.memory_bytes / 4 : int64_t{1} << 30;
+  }
+  return options;
+}
+}  // namespace
+
 Arbiter::Arbiter(const ArbiterOptions& options, std::unique_ptr<Backend> backend,
                  std::unique_ptr<Registry> registry, std::unique_ptr<VerdictStore> store)
-    : options_(options),
+    : options_(WithDeviceLimits(options, backend->info())),
       backend_(std::move(backend)),
       registry_(std::move(registry)),
       store_(std::move(store)),
@@ -145,8 +163,30 @@ void Arbiter::set_observer(ArbiterObserver* observer) {
 }
 
 absl::StatusOr<Selection> Arbiter::Select(const Problem& p, const SelectOptions& options) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Selection> s, SelectShared(p, options));
+  return *s;
+}
+
+absl::StatusOr<std::shared_ptr<const Selection>> Arbiter::SelectShared(
+    const Problem& p, const SelectOptions& options) {
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
   return SelectValid(p, options);
+}
+
+absl::StatusOr<std::shared_ptr<const Selection>> Arbiter::SelectValid(
+    const Problem& p, const SelectOptions& options) {
+  const SelectionCache::Key key{p, options.required};
+  // Read before anything the decision depends on (VerdictCache says why).
+  const uint64_t generation = verdict_cache_->generation();
+  if (std::shared_ptr<const Selection> remembered = selections_->Get(key, generation)) {
+    if (observer_) observer_->OnSelection(p, *remembered, true);
+    return remembered;
+  }
+  bool rememberable = false;
+  ASSIGN_OR_RETURN(Selection decided, Decide(p, options, &rememberable));
+  auto shared = std::make_shared<const Selection>(std::move(decided));
+  if (rememberable) selections_->Put(key, generation, shared);
+  return shared;
 }
 
 absl::StatusOr<std::optional<Verdict>> Arbiter::StoredVerdict(const Problem& p) {
@@ -159,7 +199,8 @@ absl::StatusOr<std::optional<Verdict>> Arbiter::StoredVerdict(const Problem& p) 
   return std::optional<Verdict>(*std::move(v));
 }
 
-absl::StatusOr<Selection> Arbiter::SelectValid(const Problem& p, const SelectOptions& options) {
+absl::StatusOr<Selection> Arbiter::Decide(const Problem& p, const SelectOptions& options,
+                                          bool* rememberable) {
   std::string why_none;
   const std::vector<const RegisteredCandidate*> eligible =
       Eligible(*registry_, *quarantine_, p, &why_none);
@@ -175,6 +216,7 @@ absl::StatusOr<Selection> Arbiter::SelectValid(const Problem& p, const SelectOpt
   if (force) {
     if (std::optional<Selection> s = SelectForced(*force, p, eligible, options.required)) {
       if (observer_) observer_->OnSelection(p, *s, true);
+      *rememberable = true;
       return *std::move(s);
     }
     spdlog::warn("force of {} for {} {} not applied: not eligible for {} or below {}",
@@ -189,6 +231,7 @@ absl::StatusOr<Selection> Arbiter::SelectValid(const Problem& p, const SelectOpt
     absl::StatusOr<Selection> s =
         SelectFromVerdict(*stored, p, eligible, options.required, options_.noise);
     if (s.ok() && observer_) observer_->OnSelection(p, *s, true);
+    *rememberable = s.ok();
     return s;
   }
   const std::string miss = stored ? absl::StrCat("stored verdict raced {", stored->candidates,
@@ -233,8 +276,94 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
   RETURN_IF_ERROR(CheckOperandSizes(p, a_bytes, b_bytes));
   RETURN_IF_ERROR(CheckDeadline(options.deadline, "on arrival"));
-  ASSIGN_OR_RETURN(const Selection selection, SelectValid(p, options));
-  return dispatcher_->Run(p, selection, options.call(), a, b);
+  ASSIGN_OR_RETURN(const std::shared_ptr<const Selection> selection, SelectValid(p, options));
+  return dispatcher_->Run(p, *selection, options.call(), a, b);
+}
+
+absl::StatusOr<Operand> Arbiter::Resolve(const Peer& peer, const OperandRef& ref,
+                                         const char* name, size_t bytes, const std::string& what,
+                                         bool written,
+                                         std::vector<std::shared_ptr<const void>>* hold) {
+  void* base = nullptr;
+  int64_t size = 0;
+  std::string where;
+  if (ref.target == OperandRef::Target::kRegion) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const Region> region, regions_->Find(peer, ref.id));
+    base = region->memory->data();
+    size = region->info.bytes;
+    where = absl::StrCat("region \"", ref.id, "\" (", size, " bytes)");
+    hold->push_back(std::move(region));
+  } else {
+    if (written) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": tensor \"", ref.id, "\": a resident tensor is never written; name a region for ", name));
+    }
+    ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor, tensors_->Find(peer, ref.id));
+    base = tensor->memory->data();
+    size = tensor->info.bytes;
+    where = absl::StrCat("tensor \"", ref.id, "\" (", size, " bytes)");
+    hold->push_back(std::move(tensor));
+  }
+  const int64_t need = static_cast<int64_t>(bytes);
+  if (need > size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": ", where, " is smaller than the ", need, " bytes of ", what));
+  }
+  if (ref.offset < 0 || need > size - ref.offset) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": ", where, ", offset ", ref.offset, ": ", need, " bytes of ", what,
+        " must lie within it (expected 0 <= offset <= ", size - need, ")"));
+  }
+  const uintptr_t address = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(ref.offset);
+  if (address % kOperandAlignment != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": ", where, ", offset ", ref.offset, ": the device address must be a multiple of ",
+        kOperandAlignment, " bytes; it is ", address % kOperandAlignment, " past one"));
+  }
+  return Operand{.device = reinterpret_cast<void*>(address), .bytes = bytes};
+}
+
+absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectOptions& options,
+                                                 const Peer& peer,
+                                                 const MatmulOperands& operands) {
+  RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
+  DispatchIo io;
+  const std::string a_what = absl::StrCat("A (m*k = ", p.m, "*", p.k, " ", DTypeName(p.dtype), ")");
+  const std::string b_what = absl::StrCat("B (k*n = ", p.k, "*", p.n, " ", DTypeName(p.dtype), ")");
+  const std::string c_what = absl::StrCat("C (m*n = ", p.m, "*", p.n, " ", DTypeName(p.dtype), ")");
+  if (operands.a_ref) {
+    ASSIGN_OR_RETURN(io.a, Resolve(peer, *operands.a_ref, "a", p.a_bytes(), a_what, false, &io.hold));
+  } else {
+    RETURN_IF_ERROR(CheckOperandSizes(p, operands.a_bytes, p.b_bytes()));
+    io.a = Operand{.host = operands.a, .bytes = operands.a_bytes};
+  }
+  if (operands.b_ref) {
+    ASSIGN_OR_RETURN(io.b, Resolve(peer, *operands.b_ref, "b", p.b_bytes(), b_what, false, &io.hold));
+  } else {
+    RETURN_IF_ERROR(CheckOperandSizes(p, p.a_bytes(), operands.b_bytes));
+    io.b = Operand{.host = operands.b, .bytes = operands.b_bytes};
+  }
+  if (operands.c_ref) {
+    ASSIGN_OR_RETURN(const Operand c,
+                     Resolve(peer, *operands.c_ref, "c", p.c_bytes(), c_what, true, &io.hold));
+    io.c_device = c.device;
+    // A kernel reading what it writes gives garbage: C shares no byte with A or B.
+    const auto begin = [](const Operand& o) { return reinterpret_cast<uintptr_t>(o.device); };
+    for (const auto& [name, o] : {std::pair<const char*, const Operand*>{"a", &io.a}, {"b", &io.b}}) {
+      if (o->device == nullptr) continue;
+      if (begin(c) < begin(*o) + o->bytes && begin(*o) < begin(c) + c.bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "c: ", p.c_bytes(), " bytes at offset ", operands.c_ref->offset, " of \"",
+            operands.c_ref->id, "\" overlap ", name, "; C must share no byte with A or B"));
+      }
+    }
+  } else {
+    io.c_host = operands.c_host;
+  }
+  io.wait_event = operands.wait_event;
+  RETURN_IF_ERROR(CheckDeadline(options.deadline, "on arrival"));
+  ASSIGN_OR_RETURN(const std::shared_ptr<const Selection> selection, SelectValid(p, options));
+  return dispatcher_->Run(p, *selection, options.call(), io);
 }
 
 absl::StatusOr<Verdict> Arbiter::Tune(const Problem& p, const CallContext& caller) {
@@ -280,12 +409,17 @@ absl::Status Arbiter::Force(const Problem& p, const std::string& candidate,
                                                       "\" does not cover ", p.ToString(), " (bucket ",
                                                       bucket.ToString(), "): ", gap));
   }
-  return store_->PutForce(arbiter::Force{fingerprint_, p.dtype, bucket, candidate, reason, NowUnix()});
+  RETURN_IF_ERROR(
+      store_->PutForce(arbiter::Force{fingerprint_, p.dtype, bucket, candidate, reason, NowUnix()}));
+  verdict_cache_->Invalidate();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> Arbiter::Unforce(const Problem& p) {
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
-  return store_->RemoveForce(fingerprint_, p.dtype, BucketOf(p));
+  ASSIGN_OR_RETURN(const bool removed, store_->RemoveForce(fingerprint_, p.dtype, BucketOf(p)));
+  verdict_cache_->Invalidate();
+  return removed;
 }
 
 absl::StatusOr<std::vector<arbiter::Force>> Arbiter::ListForces() const {
@@ -306,14 +440,18 @@ absl::StatusOr<int> Arbiter::ClearQuarantine(const std::string& candidate) {
   if (!candidate.empty() && registry_->Find(candidate) == nullptr) {
     return UnknownCandidate(candidate);
   }
-  return quarantine_->Clear(candidate);
+  ASSIGN_OR_RETURN(const int removed, quarantine_->Clear(candidate));
+  verdict_cache_->Invalidate();
+  return removed;
 }
 
 absl::Status Arbiter::Quarantine(const std::string& candidate, const QuarantineScope& scope,
                                  const std::string& reason) {
   const RegisteredCandidate* c = registry_->Find(candidate);
   if (c == nullptr) return UnknownCandidate(candidate);
-  return quarantine_->Add(candidate, c->spec.version, scope, reason);
+  RETURN_IF_ERROR(quarantine_->Add(candidate, c->spec.version, scope, reason));
+  verdict_cache_->Invalidate();
+  return absl::OkStatus();
 }
 
 }  // namespace arbiter

@@ -11,8 +11,8 @@
 //
 // The Arbiter is the engine's front door and composes its rooms: the serving
 // policy (selection_policy.h), the Tuner (measurement, background tuning), the
-// Dispatcher (running a selection), the Quarantine, the VerdictCache and the
-// StreamPool. Each public method that takes a Problem validates it once, here;
+// Dispatcher (running a selection), the Quarantine, the VerdictCache, the
+// SelectionCache (a Select on a stored verdict is a lookup) and the StreamPool. Each public method that takes a Problem validates it once, here;
 // nothing behind this boundary validates it again.
 //
 // Ownership: owns the backend, registry, verdict store and every room; never
@@ -36,9 +36,13 @@
 #include "engine/measurer.h"
 #include "engine/observer.h"
 #include "engine/quarantine.h"
+#include "engine/peer.h"
+#include "engine/region_table.h"
 #include "engine/registry.h"
 #include "engine/selection.h"
+#include "engine/selection_cache.h"
 #include "engine/stream_pool.h"
+#include "engine/tensor_table.h"
 #include "engine/tuner.h"
 #include "engine/verdict.h"
 #include "engine/verdict_cache.h"
@@ -55,11 +59,17 @@ struct ArbiterOptions {
   int workers = 1;                 // device streams for dispatch and tuning
   MeasureOptions measure;          // how a bucket is measured
   NoisePolicy noise;               // when a challenger displaces the incumbent
-  ProblemLimits limits;            // checked before any allocation
+  ProblemLimits limits;            // checked before any allocation; max_device_bytes 0: the device's memory
   size_t max_queue = 64;           // dispatches waiting for a stream; more get RESOURCE_EXHAUSTED
   size_t verdict_cache_entries = 4096;  // verdicts kept in memory in front of the store
+  size_t selection_cache_entries = 65536;  // Select answers remembered per exact problem
+  // How long a remembered Select answer is served without looking again: bounds
+  // how late a change made by another daemon sharing the store is seen.
+  double selection_cache_seconds = 1.0;
   double verify_fraction = 0.0;    // share of dispatches also checked against the reference;
                                    // an out-of-budget result quarantines the candidate for its bucket
+  RegionQuota regions;             // client memory mapped per peer; bytes 0: the device's memory
+  TensorLimits tensors;            // resident tensors; max_resident_bytes 0: a quarter of the device's memory
   size_t tuning_queue = 64;        // buckets queued or being measured; a miss past it is
                                    // answered with the tier default, a Tune refused
   size_t tuning_queue_per_peer = 8;  // of those, asked for by one peer
@@ -71,6 +81,29 @@ struct ArbiterOptions {
   // cannot go on; the intent file names it). Unset: logged only.
   std::function<void(const absl::Status&)> on_fault;
 };
+
+// An operand a Matmul names instead of carrying (the wire's OperandRef).
+struct OperandRef {
+  enum class Target { kRegion, kTensor };
+  Target target = Target::kRegion;
+  std::string id;       // the region id or tensor handle
+  int64_t offset = 0;   // bytes from its start
+};
+
+// Each of A, B and C: inline (host bytes) or a ref (unset `*_ref`).
+struct MatmulOperands {
+  std::optional<OperandRef> a_ref, b_ref, c_ref;
+  const void* a = nullptr;   // inline A, a_bytes of it
+  size_t a_bytes = 0;
+  const void* b = nullptr;
+  size_t b_bytes = 0;
+  void* c_host = nullptr;    // where inline C goes (c_bytes()); null: DispatchResult::c
+  std::string wait_event;    // a shared event to wait on before reading A and B; empty: none
+};
+
+// Device addresses must be multiples of this: every candidate is measured on
+// buffers aligned so, and vector loads, cp.async and TMA rely on it.
+inline constexpr int64_t kOperandAlignment = 256;
 
 struct SelectOptions {
   Determinism required = Determinism::kNondeterministic;
@@ -113,11 +146,27 @@ class Arbiter {
 
   // The candidate that would serve `p`, without running it (may measure, per policy).
   absl::StatusOr<Selection> Select(const Problem& p, const SelectOptions& options);
+  // The same, shared: on a stored verdict or a force, the remembered answer
+  // itself (SelectionCache), without copying it.
+  absl::StatusOr<std::shared_ptr<const Selection>> SelectShared(const Problem& p,
+                                                                const SelectOptions& options);
 
   // Selects and runs. `a` and `b` hold the operands as stored (row-major).
   absl::StatusOr<DispatchResult> Dispatch(const Problem& p, const SelectOptions& options,
                                           const void* a, size_t a_bytes, const void* b,
                                           size_t b_bytes);
+  // The same for operands inline or named by ref, the refs resolved for `peer`:
+  // each is checked - owned by `peer`, offset + bytes within its region or
+  // tensor, the device address aligned to kOperandAlignment, C overlapping
+  // neither A nor B, no tensor written - before anything is selected or run,
+  // with INVALID_ARGUMENT (or NOT_FOUND for a ref `peer` does not own) naming
+  // the operand, the region or tensor, the offset, the size and what was expected.
+  absl::StatusOr<DispatchResult> Dispatch(const Problem& p, const SelectOptions& options,
+                                          const Peer& peer, const MatmulOperands& operands);
+
+  // Client memory mapped for zero-copy operands, and resident tensors.
+  RegionTable& regions() { return *regions_; }
+  TensorTable& tensors() { return *tensors_; }
 
   // Measures the bucket of `p` (re-measuring over a stored verdict), at `p`'s shape,
   // whatever the tuning policy (an operator's request), while `caller` waits.
@@ -155,6 +204,8 @@ class Arbiter {
   void AbandonTuning() { tuner_->Abandon(); }
 
   const DeviceInfo& device() const { return backend_->info(); }
+  // What RegisterRegion can map on this device (Backend::RegionKinds).
+  std::vector<RegionKind> RegionKinds() const { return backend_->RegionKinds(); }
   const Registry& registry() const { return *registry_; }
   const ArbiterOptions& options() const { return options_; }
   absl::Status Health() const { return backend_->Health(); }
@@ -169,8 +220,16 @@ class Arbiter {
   Arbiter(const ArbiterOptions& options, std::unique_ptr<Backend> backend,
           std::unique_ptr<Registry> registry, std::unique_ptr<VerdictStore> store);
 
-  // Select for a problem already validated.
-  absl::StatusOr<Selection> SelectValid(const Problem& p, const SelectOptions& options);
+  // Select for a problem already validated: the remembered answer when there is
+  // one, else decided (and remembered when a force or stored verdict decided it).
+  absl::StatusOr<std::shared_ptr<const Selection>> SelectValid(const Problem& p,
+                                                               const SelectOptions& options);
+  absl::StatusOr<Selection> Decide(const Problem& p, const SelectOptions& options,
+                                   bool* rememberable);
+  // A ref's device address, checked (see Dispatch); `hold` keeps its region or tensor alive.
+  absl::StatusOr<Operand> Resolve(const Peer& peer, const OperandRef& ref, const char* name,
+                                  size_t bytes, const std::string& what, bool written,
+                                  std::vector<std::shared_ptr<const void>>* hold);
   // The bucket's stored verdict, through the cache; nullopt when none is stored.
   absl::StatusOr<std::optional<Verdict>> StoredVerdict(const Problem& p);
   // A previous process died measuring (the journal's leftover intent): quarantines
@@ -189,7 +248,10 @@ class Arbiter {
   std::unique_ptr<StreamPool> streams_;
   std::unique_ptr<arbiter::Quarantine> quarantine_;
   std::unique_ptr<VerdictCache> verdict_cache_;
+  std::unique_ptr<SelectionCache> selections_;
   std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<RegionTable> regions_;
+  std::unique_ptr<TensorTable> tensors_;
   std::unique_ptr<Tuner> tuner_;
 };
 

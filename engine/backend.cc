@@ -17,6 +17,15 @@ std::string DeviceInfo::Fingerprint() const {
   return out;
 }
 
+const char* RegionKindName(RegionKind kind) {
+  switch (kind) {
+    case RegionKind::kHostMemfd: return "host_memfd";
+    case RegionKind::kCudaVmmFd: return "cuda_vmm_fd";
+    case RegionKind::kCudaIpc: return "cuda_ipc";
+  }
+  return "unknown";
+}
+
 absl::Status Stream::ReferenceRows(const Problem& p, const Buffer& a, const Buffer& b,
                                    const std::vector<int64_t>& rows, std::vector<double>* c) {
   std::vector<double> full;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/problem.h"
@@ -25,6 +26,7 @@ struct DeviceInfo {
   int compute_capability = 0;  // 90 for sm_90; 0 on CPU
   int multiprocessors = 0;     // SMs, or CPU threads used
   int64_t cache_bytes = 0;     // last-level cache flushed for cold timing
+  int64_t memory_bytes = 0;    // device memory (host RAM on CPU); 0 unknown. Not in the fingerprint
   std::string uuid;            // GPU UUID where there is one
   std::map<std::string, std::string> versions;  // driver, runtime, cublas, openblas, ...
 
@@ -39,6 +41,35 @@ class Buffer {
   virtual ~Buffer() = default;
   virtual void* data() = 0;
   virtual size_t bytes() const = 0;
+};
+
+// A window of device memory someone else owns (a region or resident tensor at
+// an offset): a Buffer for the calls that take one; frees nothing.
+class BufferView final : public Buffer {
+ public:
+  BufferView(void* data, size_t bytes) : data_(data), bytes_(bytes) {}
+  void* data() override { return data_; }
+  size_t bytes() const override { return bytes_; }
+
+ private:
+  void* data_;
+  size_t bytes_;
+};
+
+// How a client shares memory with the daemon (the wire's RegionKind).
+enum class RegionKind {
+  kHostMemfd = 1,  // CPU: a memfd sealed against shrinking, mapped shared
+  kCudaVmmFd = 2,  // CUDA: a cuMemCreate allocation exported as a POSIX fd
+  kCudaIpc = 3,    // CUDA: a cudaIpcMemHandle_t of a whole cudaMalloc allocation
+};
+const char* RegionKindName(RegionKind kind);  // "host_memfd", "cuda_vmm_fd", "cuda_ipc"
+
+// What RegisterRegion hands the backend to map.
+struct RegionSource {
+  RegionKind kind = RegionKind::kHostMemfd;
+  int64_t bytes = 0;       // the client's claim; the backend checks it against what it maps
+  int fd = -1;             // kHostMemfd, kCudaVmmFd: borrowed (the caller closes it)
+  std::string ipc_handle;  // kCudaIpc: the 64 bytes of cudaIpcMemHandle_t
 };
 
 // An ordered queue of device work (a CUDA stream, or the calling thread on CPU).
@@ -61,6 +92,11 @@ class Stream {
   // f64-accumulated reference over the operands as stored, written to host.
   virtual absl::Status Reference(const Problem& p, const Buffer& a, const Buffer& b,
                                  std::vector<double>* c) = 0;
+  // Makes later work on this stream wait for an event another process recorded
+  // (the 64 bytes of a cudaIpcEventHandle_t). UNIMPLEMENTED where there is none.
+  virtual absl::Status WaitSharedEvent(std::string_view handle) {
+    return absl::UnimplementedError("this backend has no shared events (cudaIpcEventHandle_t)");
+  }
 
   // What the measurer uses to check a large C without bringing all of it to the
   // host. Each default goes through the host (Reference, CopyToHost) and is right
@@ -92,6 +128,17 @@ class Backend {
   // OK while the device can serve; a sticky device error is reported here and
   // makes the daemon NOT_SERVING.
   virtual absl::Status Health() const { return absl::OkStatus(); }
+
+  // The region kinds MapRegion accepts here; empty: none.
+  virtual std::vector<RegionKind> RegionKinds() const { return {}; }
+  // Maps memory a client shares so kernels read and write it in place; the
+  // returned Buffer unmaps it when destroyed, and holds no reference to
+  // `source.fd`. UNIMPLEMENTED for a kind not in RegionKinds(); INVALID_ARGUMENT
+  // or FAILED_PRECONDITION, naming what was expected, when the memory is smaller
+  // than `source.bytes`, on another device, or cannot be mapped.
+  virtual absl::StatusOr<std::unique_ptr<Buffer>> MapRegion(const RegionSource& source) {
+    return absl::UnimplementedError("this backend maps no client memory");
+  }
   // The SM (core) clock now, in MHz, where the device reports one (a GPU through
   // NVML); nullopt where it does not. Read during a race and kept in the verdict.
   virtual std::optional<double> SmClockMhz() const { return std::nullopt; }

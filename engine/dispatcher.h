@@ -2,8 +2,12 @@
 // (waiting in the bounded queue), checks the deadline again once it holds one,
 // copies the operands in, times the kernel alone with the device timer and
 // copies C out. A sampled share of dispatches is also checked against the
-// reference; an out-of-budget result quarantines the candidate for its bucket
-// (the result is still returned: the client asked for that kernel's answer).
+// reference. That check judges the kernel, never the client's data: a sample
+// whose reference is itself non-finite or overflows C's dtype is not judged,
+// and an out-of-budget result on the client's operands is confirmed on the
+// daemon's own random operands of the same shape before the candidate is
+// quarantined for its bucket (the result is still returned either way: the
+// client asked for that kernel's answer).
 //
 // Ownership: borrows the backend, stream pool, quarantine and verdict cache
 // (the Arbiter owns them); never owns its observer.
@@ -15,12 +19,15 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/backend.h"
 #include "engine/call_context.h"
 #include "engine/observer.h"
+#include "engine/oracle.h"
 #include "engine/problem.h"
 #include "engine/quarantine.h"
 #include "engine/selection.h"
@@ -30,10 +37,40 @@
 
 namespace arbiter {
 
+// Host wall time of each stage of one dispatch, for the per-stage breakdown.
+// A stage that did not happen (no copy for an operand already on the device) is 0.
+struct DispatchStages {
+  double h2d_seconds = 0;     // operands copied to the device
+  double kernel_seconds = 0;  // from enqueueing the kernel to its end (host view)
+  double d2h_seconds = 0;     // C copied back
+};
+
 struct DispatchResult {
-  std::vector<uint8_t> c;
+  std::vector<uint8_t> c;  // C, unless the caller gave it somewhere to go (DispatchIo)
   Selection selection;
   double device_seconds = 0;  // the kernel alone, by the device timer
+  DispatchStages stages;
+};
+
+// Where one operand is: bytes on the host (copied in), or an address on the
+// device (a region or resident tensor at an offset, used in place).
+struct Operand {
+  const void* host = nullptr;
+  void* device = nullptr;
+  size_t bytes = 0;  // the bytes given (host) or available from `device`
+};
+
+// Where a dispatch reads A and B and puts C.
+struct DispatchIo {
+  Operand a, b;
+  void* c_device = nullptr;  // C written here on the device (a region) ...
+  void* c_host = nullptr;    // ... or copied here, p.c_bytes() of it; neither: DispatchResult::c
+  // An event of another process the stream waits on before reading A and B
+  // (Stream::WaitSharedEvent); empty: none.
+  std::string wait_event;
+  // Keeps the regions and tensors the addresses point into alive until the
+  // dispatch ends.
+  std::vector<std::shared_ptr<const void>> hold;
 };
 
 // DEADLINE_EXCEEDED, saying how long ago and at which point (`where`), once
@@ -66,13 +103,22 @@ class Dispatcher {
   // CANCELLED); RESOURCE_EXHAUSTED when the queue for streams is full.
   absl::StatusOr<DispatchResult> Run(const Problem& p, const Selection& selection,
                                      const CallContext& caller, const void* a, const void* b);
+  // The same with operands anywhere (DispatchIo). C written on the device is
+  // complete when Run returns: the stream is synchronized first.
+  absl::StatusOr<DispatchResult> Run(const Problem& p, const Selection& selection,
+                                     const CallContext& caller, const DispatchIo& io);
 
  private:
   // Every (1/verify_fraction)-th dispatch: an exact, testable rate.
   bool SampleForVerification();
-  // Checks a live dispatch's C against the reference over the operands still on the device.
+  // Checks a live dispatch's C against the reference over the operands still on
+  // the device; a failure is confirmed before anything is quarantined.
   absl::Status Verify(const Problem& p, const Selection& selection, Stream& stream,
-                      const Buffer& a, const Buffer& b, const std::vector<uint8_t>& c);
+                      const Buffer& a, const Buffer& b, const void* c);
+  // Runs the selection on fresh random operands of `p`'s shape (the kind tuning
+  // judges on) over poisoned C, and checks it against their reference.
+  absl::StatusOr<OracleReport> CheckOnOwnOperands(const Problem& p, const Selection& selection,
+                                                  Stream& stream);
 
   Backend& backend_;
   StreamPool& streams_;

@@ -11,6 +11,24 @@
 
 namespace arbiter {
 
+// What a sampled live verification concluded about the kernel that served.
+enum class VerificationOutcome {
+  kPass,         // within budget on the client's operands
+  kFail,         // out of budget on the client's operands and again on the daemon's own: quarantined
+  kUnconfirmed,  // out of budget on the client's operands only: the data's fault, not quarantined
+  kUnjudgeable,  // the reference itself overflows or is not finite there: nothing to judge
+};
+// "pass", "fail", "unconfirmed", "unjudgeable" (a metric label).
+inline const char* VerificationOutcomeName(VerificationOutcome o) {
+  switch (o) {
+    case VerificationOutcome::kPass: return "pass";
+    case VerificationOutcome::kFail: return "fail";
+    case VerificationOutcome::kUnconfirmed: return "unconfirmed";
+    case VerificationOutcome::kUnjudgeable: return "unjudgeable";
+  }
+  return "unknown";
+}
+
 class ArbiterObserver {
  public:
   virtual ~ArbiterObserver() = default;
@@ -19,8 +37,11 @@ class ArbiterObserver {
                           const absl::Status& status) {}
   virtual void OnTuning(const Problem&, const Verdict&, double wall_seconds) {}
   virtual void OnQuarantine(const QuarantineEntry&) {}
-  // A sampled live dispatch was checked against the reference.
-  virtual void OnVerification(const Problem&, const Selection&, double max_rel_error, bool pass) {}
+  // A sampled live dispatch was checked against the reference. `max_rel_error` is
+  // the kernel's error on the operands that judged it (the daemon's own when a
+  // failure was not confirmed); 0 when unjudgeable.
+  virtual void OnVerification(const Problem&, const Selection&, double max_rel_error,
+                              VerificationOutcome outcome) {}
 };
 
 }  // namespace arbiter

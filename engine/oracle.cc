@@ -2,11 +2,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace arbiter {
 
 namespace {
+
+// The largest finite value C's storage holds.
+double MaxFinite(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return std::numeric_limits<float>::max();
+    case DType::kF64: return std::numeric_limits<double>::max();
+    case DType::kF16: return 65504.0;                  // (2 - 2^-10) * 2^15
+    case DType::kBF16: return 3.3895313892515355e38;   // (2 - 2^-7) * 2^127
+  }
+  return 0;
+}
 
 // `row_of(r)` is the index in C of packed row r; `rows` packed rows of N elements.
 template <typename RowOf>
@@ -98,6 +110,15 @@ std::vector<int64_t> SampledRows(int64_t m, int64_t budget) {
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
   return rows;
+}
+
+int64_t UnjudgeableElements(DType dtype, const std::vector<double>& ref) {
+  const double max_finite = MaxFinite(dtype);
+  int64_t count = 0;
+  for (double r : ref) {
+    if (!(std::abs(r) <= max_finite)) ++count;  // NaN compares false: counted
+  }
+  return count;
 }
 
 }  // namespace arbiter

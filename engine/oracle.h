@@ -40,4 +40,11 @@ OracleReport CheckRows(const Problem& p, const AccuracyBudget& budget, const voi
 // no single offset within a tile is the only one ever seen. Sorted, distinct.
 std::vector<int64_t> SampledRows(int64_t m, int64_t budget);
 
+// Elements of `ref` on which no kernel can be judged: non-finite (NaN or Inf in
+// the operands, or an f64 product that overflows) or beyond the largest finite
+// value of `dtype` (the exact product does not fit C's storage). A correct kernel
+// writes NaN or Inf there, so such an output says something about the operands,
+// not about the kernel. The daemon's own random operands never have any.
+int64_t UnjudgeableElements(DType dtype, const std::vector<double>& ref);
+
 }  // namespace arbiter

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -27,13 +28,25 @@ struct Problem {
 
 std::ostream& operator<<(std::ostream& os, const Problem& p);
 
-// Limits every request is checked against before any allocation.
+// Limits every request is checked against before any allocation. A dimension
+// has no cap of its own: it is bounded by the bytes its operands take.
 struct ProblemLimits {
-  int64_t max_dim = 65536;                  // largest M, N or K accepted
-  int64_t max_operand_bytes = 1ll << 31;    // largest A, B or C in bytes
+  // Largest A, B or C in bytes. 2 GiB keeps every operand's element count
+  // below 2^31 (kernels may index elements with 32-bit offsets).
+  int64_t max_operand_bytes = int64_t{1} << 31;
+  // A, B and C together: what a measurement or an inline dispatch allocates on
+  // the device. 0: no limit (the Arbiter sets it to the device's memory).
+  int64_t max_device_bytes = 0;
 };
 
-// INVALID_ARGUMENT naming the expected and received values, or OK.
+// Bytes of a rows x cols operand of `dtype`, or nullopt when the count
+// overflows 64-bit arithmetic.
+std::optional<int64_t> OperandBytes(int64_t rows, int64_t cols, DType dtype);
+
+// INVALID_ARGUMENT for a dimension < 1, a byte count that overflows, or a
+// problem beyond `limits` (naming the limit, the operand and its bytes: the
+// request itself is too large, so retrying it cannot help); else OK. Checked
+// before any arithmetic that could overflow.
 absl::Status ValidateProblem(const Problem& p, const ProblemLimits& limits);
 
 }  // namespace arbiter

@@ -28,6 +28,8 @@ class SqliteVerdictStore final : public VerdictStore {
   static constexpr int kSchemaVersion = 1;
 
   // Opens or creates the store at `path` (":memory:" for a private in-memory one).
+  // A file that fails PRAGMA quick_check (a damaged page) is refused with DATA_LOSS
+  // naming SQLite's finding, and left as it is for the operator.
   static absl::StatusOr<std::unique_ptr<SqliteVerdictStore>> Open(const std::string& path);
   ~SqliteVerdictStore() override;
 

@@ -1,5 +1,7 @@
 #include "engine/verdict_cache.h"
 
+#include "absl/cleanup/cleanup.h"
+
 namespace arbiter {
 
 std::optional<Verdict> VerdictCache::Get(const BucketKey& key) {
@@ -10,7 +12,10 @@ std::optional<Verdict> VerdictCache::Get(const BucketKey& key) {
   return it->second->second;
 }
 
+// The generation moves after each change is made, so a reader that saw the new
+// generation also sees the change.
 void VerdictCache::Put(const BucketKey& key, const Verdict& verdict) {
+  absl::Cleanup invalidate = [this] { Invalidate(); };
   if (capacity_ == 0) return;
   absl::MutexLock lock(&mu_);
   if (auto it = index_.find(key); it != index_.end()) {
@@ -27,9 +32,12 @@ void VerdictCache::Put(const BucketKey& key, const Verdict& verdict) {
 }
 
 void VerdictCache::Clear() {
-  absl::MutexLock lock(&mu_);
-  index_.clear();
-  entries_.clear();
+  {
+    absl::MutexLock lock(&mu_);
+    index_.clear();
+    entries_.clear();
+  }
+  Invalidate();
 }
 
 size_t VerdictCache::size() const {

@@ -3,11 +3,18 @@
 // used is evicted. The store holds every verdict, so a miss or an eviction costs
 // one store read, never a wrong answer.
 //
+// It also keeps the serving generation: a number that moves whenever anything a
+// selection depends on changes in this process (a verdict stored, the cache
+// cleared, a force or a quarantine changed: Invalidate), so answers remembered
+// under an older generation (SelectionCache) are never served.
+//
 // Ownership: holds copies of the verdicts it was given.
 // Thread-safe: provides internal synchronization (one mutex over the entries).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <list>
 #include <map>
 #include <optional>
@@ -34,10 +41,16 @@ class VerdictCache {
   void Clear();
   size_t size() const;
 
+  // Moves the generation without touching the entries (a force or quarantine changed).
+  void Invalidate() { generation_.fetch_add(1, std::memory_order_acq_rel); }
+  // Read before deciding a selection that may be remembered under it.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
  private:
   using Entries = std::list<std::pair<BucketKey, Verdict>>;  // most recently used first
 
   const size_t capacity_;
+  std::atomic<uint64_t> generation_{0};
   mutable absl::Mutex mu_;
   Entries entries_ ABSL_GUARDED_BY(mu_);
   std::map<BucketKey, Entries::iterator> index_ ABSL_GUARDED_BY(mu_);

@@ -13,6 +13,10 @@ packages=(
   # pip build, its pytest suite. python3-torch brings ~170 packages (about a minute here).
   protobuf-compiler python3-protobuf python3-numpy python3-pip python3-setuptools python3-wheel
   python3-pytest python3-tqdm python3-torch
+  # Sanitizer builds and libFuzzer targets (scripts/sanitize.sh, scripts/fuzz.sh).
+  clang-14 libclang-rt-14-dev libfuzzer-14-dev
+  # bench/plot.py draws arbiter-bench's plots from its CSV.
+  python3-matplotlib
 )
 
 missing=()

@@ -110,11 +110,19 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<AdminAuth>> AdminAuth::Create(const AdminAuthOptions& options) {
   if (options.token_file.empty()) {
-    if (!IsLoopbackAddress(options.listen)) {
-      return absl::FailedPreconditionError(
-          "--listen " + options.listen +
-          " is not a loopback address: admin RPCs there need --admin-token-file "
-          "(without a token they are served on loopback listeners only)");
+    // Every listener of a comma-separated --listen must be loopback.
+    std::string_view rest = options.listen;
+    while (true) {
+      const size_t comma = rest.find(',');
+      const std::string_view listener = rest.substr(0, comma);
+      if (!IsLoopbackAddress(listener)) {
+        return absl::FailedPreconditionError(
+            "--listen " + std::string(listener) +
+            " is not a loopback address: admin RPCs there need --admin-token-file "
+            "(without a token they are served on loopback listeners only)");
+      }
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
     }
     return std::unique_ptr<AdminAuth>(new AdminAuth(""));
   }

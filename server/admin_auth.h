@@ -23,7 +23,7 @@ namespace arbiter::server {
 
 struct AdminAuthOptions {
   std::string token_file;  // --admin-token-file; empty: no token, loopback listeners only
-  std::string listen;      // --listen, the gRPC listener the Admin service is on
+  std::string listen;      // --listen, the gRPC listeners (comma-separated) the Admin service is on
 };
 
 // True for listeners only this host can reach: 127.0.0.0/8, [::1], localhost,

@@ -311,7 +311,26 @@ absl::Status AdminService::DoServerInfo(v1::ServerInfoResponse* response) {
   response->set_store_path(identity_.store_path);
   response->set_uuid(device.uuid);
   response->set_measurements(arbiter_.measurements());
+  for (RegionKind kind : arbiter_.RegionKinds()) response->add_region_kinds(RegionKindToProto(kind));
+  response->set_fd_socket(identity_.fd_socket);
+  response->set_max_message_bytes(identity_.max_message_bytes);
   return absl::OkStatus();
+}
+
+grpc::Status AdminService::ListAllRegions(grpc::ServerContext* context,
+                                          const v1::ListRegionsRequest* request,
+                                          v1::ListRegionsResponse* response) {
+  if (absl::Status denied = Authorize(*context); !denied.ok()) return ToGrpcStatus(denied);
+  for (const RegionInfo& r : arbiter_.regions().List(nullptr)) ToProto(r, response->add_regions());
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListAllTensors(grpc::ServerContext* context,
+                                          const v1::ListTensorsRequest* request,
+                                          v1::ListTensorsResponse* response) {
+  if (absl::Status denied = Authorize(*context); !denied.ok()) return ToGrpcStatus(denied);
+  for (const TensorInfo& t : arbiter_.tensors().List(nullptr)) ToProto(t, response->add_tensors());
+  return grpc::Status::OK;
 }
 
 }  // namespace arbiter::server

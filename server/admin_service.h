@@ -23,6 +23,8 @@ class AdminAuth;
 struct ServerIdentity {
   std::string version;     // arbiterd build version
   std::string store_path;  // the verdict store's path or URI as opened, any password redacted
+  std::string fd_socket;   // the fd socket's path; empty without a Unix listener
+  int64_t max_message_bytes = 0;
 };
 
 class AdminService final : public v1::Admin::Service {
@@ -54,6 +56,11 @@ class AdminService final : public v1::Admin::Service {
                           v1::QuarantineResponse* response) override;
   grpc::Status ServerInfo(grpc::ServerContext* context, const v1::ServerInfoRequest* request,
                           v1::ServerInfoResponse* response) override;
+  // Every peer's regions and resident tensors, with their owners.
+  grpc::Status ListAllRegions(grpc::ServerContext* context, const v1::ListRegionsRequest* request,
+                              v1::ListRegionsResponse* response) override;
+  grpc::Status ListAllTensors(grpc::ServerContext* context, const v1::ListTensorsRequest* request,
+                              v1::ListTensorsResponse* response) override;
 
  private:
   // UNAUTHENTICATED / PERMISSION_DENIED unless the caller may use Admin.

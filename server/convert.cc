@@ -86,6 +86,44 @@ absl::StatusOr<std::optional<TuningPolicy>> TuningFromProto(v1::TuningPolicy t) 
       "; expected one of TUNING_POLICY_SYNC, TUNING_POLICY_ASYNC, TUNING_POLICY_OFF"));
 }
 
+absl::StatusOr<RegionKind> RegionKindFromProto(v1::RegionKind kind) {
+  switch (kind) {
+    case v1::REGION_KIND_HOST_MEMFD:
+      return RegionKind::kHostMemfd;
+    case v1::REGION_KIND_CUDA_VMM_FD:
+      return RegionKind::kCudaVmmFd;
+    case v1::REGION_KIND_CUDA_IPC:
+      return RegionKind::kCudaIpc;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "kind: ", kind == v1::REGION_KIND_UNSPECIFIED ? "unspecified" : absl::StrCat("unknown value ", static_cast<int>(kind)),
+      "; expected REGION_KIND_HOST_MEMFD, REGION_KIND_CUDA_VMM_FD or REGION_KIND_CUDA_IPC"));
+}
+
+absl::StatusOr<OperandRef> OperandRefFromProto(const v1::OperandRef& ref, std::string_view field) {
+  OperandRef out;
+  out.offset = ref.offset();
+  switch (ref.target_case()) {
+    case v1::OperandRef::kRegion:
+      out.target = OperandRef::Target::kRegion;
+      out.id = ref.region();
+      break;
+    case v1::OperandRef::kTensor:
+      out.target = OperandRef::Target::kTensor;
+      out.id = ref.tensor();
+      break;
+    case v1::OperandRef::TARGET_NOT_SET:
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(field), ": expected a region id or a tensor handle, got neither"));
+  }
+  if (out.id.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(field), ": empty region id or tensor handle"));
+  }
+  return out;
+}
+
 v1::DType DTypeToProto(DType dtype) {
   switch (dtype) {
     case DType::kF32:
@@ -208,6 +246,45 @@ void ToProto(const CandidateStatus& c, v1::CandidateInfo* out) {
   out->set_eligible(c.eligible);
   out->set_ineligible_reason(c.reason);
   for (const QuarantineEntry& q : c.quarantine) ToProto(q, out->add_quarantine());
+}
+
+v1::RegionKind RegionKindToProto(RegionKind kind) {
+  switch (kind) {
+    case RegionKind::kHostMemfd:
+      return v1::REGION_KIND_HOST_MEMFD;
+    case RegionKind::kCudaVmmFd:
+      return v1::REGION_KIND_CUDA_VMM_FD;
+    case RegionKind::kCudaIpc:
+      return v1::REGION_KIND_CUDA_IPC;
+  }
+  return v1::REGION_KIND_UNSPECIFIED;
+}
+
+void ToProto(const Peer& p, v1::Peer* out) {
+  out->set_session(static_cast<int64_t>(p.session));
+  if (p.session != 0) {
+    out->set_pid(p.pid);
+    out->set_uid(p.uid);
+    out->set_gid(p.gid);
+  }
+  out->set_address(p.ToString());
+}
+
+void ToProto(const RegionInfo& r, v1::Region* out) {
+  out->set_id(r.id);
+  out->set_kind(RegionKindToProto(r.kind));
+  out->set_bytes(r.bytes);
+  out->set_label(r.label);
+  ToProto(r.owner, out->mutable_owner());
+  out->set_created_unix(r.created_unix);
+}
+
+void ToProto(const TensorInfo& t, v1::Tensor* out) {
+  out->set_handle(t.handle);
+  out->set_bytes(t.bytes);
+  out->set_label(t.label);
+  ToProto(t.owner, out->mutable_owner());
+  out->set_created_unix(t.created_unix);
 }
 
 void ToProto(const Selection& s, v1::SelectResponse* out) {

@@ -20,12 +20,17 @@ namespace arbiter::server {
 
 // `field` names the request field in error messages ("problem.dtype").
 absl::StatusOr<DType> DTypeFromProto(v1::DType dtype, std::string_view field);
-// The dtype and every dimension, against `limits` (positive, at most max_dim, operands in bounds).
+// The dtype and every dimension, against `limits` (positive, operand bytes within the limits).
 absl::StatusOr<Problem> ProblemFromProto(const v1::Problem& p, const ProblemLimits& limits);
 // Unspecified means "any" (nondeterministic).
 absl::StatusOr<Determinism> DeterminismFromProto(v1::Determinism d);
 // Unspecified means the daemon's default (nullopt).
 absl::StatusOr<std::optional<TuningPolicy>> TuningFromProto(v1::TuningPolicy t);
+
+// Unspecified or unknown: INVALID_ARGUMENT naming the kinds.
+absl::StatusOr<RegionKind> RegionKindFromProto(v1::RegionKind kind);
+// A set OperandRef: region or tensor, and its offset. `field` names it in errors ("a_ref").
+absl::StatusOr<OperandRef> OperandRefFromProto(const v1::OperandRef& ref, std::string_view field);
 
 // --- engine -> wire ---
 
@@ -40,5 +45,9 @@ void ToProto(const QuarantineEntry& q, v1::QuarantineEntry* out);
 void ToProto(const MemberContract& c, v1::MemberContract* out);
 void ToProto(const CandidateStatus& c, v1::CandidateInfo* out);
 void ToProto(const Selection& s, v1::SelectResponse* out);
+v1::RegionKind RegionKindToProto(RegionKind kind);
+void ToProto(const Peer& p, v1::Peer* out);
+void ToProto(const RegionInfo& r, v1::Region* out);
+void ToProto(const TensorInfo& t, v1::Tensor* out);
 
 }  // namespace arbiter::server

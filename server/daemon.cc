@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "backends/cpu/cpu_backend.h"
 #include "engine/registry.h"
 #include "engine/verdict_store.h"
@@ -25,6 +26,7 @@
 #include "server/build_info.h"
 #include "server/call_tracker.h"
 #include "server/dispatch_service.h"
+#include "server/fd_socket.h"
 #include "server/metrics.h"
 #include "server/metrics_endpoint.h"
 #ifdef ARBITER_WITH_CUDA
@@ -43,64 +45,88 @@ struct BackendAndRegistry {
   std::unique_ptr<Registry> registry;
 };
 
-// The backend's own candidates, then any a test daemon adds.
+// The backend's own candidates, then those the options add (tests), then any a
+// test daemon binary adds for this backend.
 std::vector<CandidateSpec> WithExtra(std::vector<CandidateSpec> candidates,
-                                     const ExtraCandidates& extra, std::string_view backend) {
-  if (extra) {
-    for (CandidateSpec& c : extra(backend)) candidates.push_back(std::move(c));
+                                     const std::vector<CandidateSpec>& extra,
+                                     const ExtraCandidates& linked, std::string_view backend) {
+  candidates.insert(candidates.end(), extra.begin(), extra.end());
+  if (linked) {
+    for (CandidateSpec& c : linked(backend)) candidates.push_back(std::move(c));
   }
   return candidates;
 }
 
-absl::StatusOr<BackendAndRegistry> CreateCpu(const ExtraCandidates& extra) {
+absl::StatusOr<BackendAndRegistry> CreateCpu(const std::vector<CandidateSpec>& extra,
+                                             const ExtraCandidates& linked) {
   ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> cpu, CpuBackend::Create(CpuBackendOptions{}));
   ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
-                   Registry::Create(WithExtra(CpuCandidates(cpu->threads()), extra, "cpu"), *cpu));
+                   Registry::Create(WithExtra(CpuCandidates(cpu->threads()), extra, linked, "cpu"),
+                                    *cpu));
   return BackendAndRegistry{std::move(cpu), std::move(registry)};
 }
 
 #ifdef ARBITER_WITH_CUDA
-absl::StatusOr<BackendAndRegistry> CreateCuda(const ExtraCandidates& extra) {
+absl::StatusOr<BackendAndRegistry> CreateCuda(const std::vector<CandidateSpec>& extra,
+                                              const ExtraCandidates& linked) {
   if (cuda::CudaBackend::VisibleDevices() <= 0) {
     return absl::FailedPreconditionError("backend cuda: no CUDA device is visible");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> gpu,
                    cuda::CudaBackend::Create(cuda::CudaBackendOptions{}));
   ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
-                   Registry::Create(WithExtra(cuda::CudaCandidates(*gpu), extra, "cuda"), *gpu));
+                   Registry::Create(WithExtra(cuda::CudaCandidates(*gpu), extra, linked, "cuda"),
+                                    *gpu));
   return BackendAndRegistry{std::move(gpu), std::move(registry)};
 }
 #endif
 
-absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind, const ExtraCandidates& extra) {
+absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind,
+                                                 const std::vector<CandidateSpec>& extra,
+                                                 const ExtraCandidates& linked) {
   switch (kind) {
     case BackendKind::kCpu:
-      return CreateCpu(extra);
+      return CreateCpu(extra, linked);
     case BackendKind::kCuda:
 #ifdef ARBITER_WITH_CUDA
-      return CreateCuda(extra);
+      return CreateCuda(extra, linked);
 #else
       return absl::FailedPreconditionError("backend cuda: this arbiterd was built without CUDA");
 #endif
     case BackendKind::kAuto:
 #ifdef ARBITER_WITH_CUDA
-      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda(extra);
+      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda(extra, linked);
 #endif
-      return CreateCpu(extra);
+      return CreateCpu(extra, linked);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("backend: no such kind (", static_cast<int>(kind), ")"));
 }
 
 absl::Status ValidateOptions(const DaemonOptions& o) {
-  if (o.listen.empty()) return absl::InvalidArgumentError("listen: empty; expected host:port");
+  RETURN_IF_ERROR(ParseListeners(o.listen).status());
   const ArbiterOptions& a = o.arbiter;
-  if (a.workers < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("workers: expected >= 1, got ", a.workers));
+  if (a.workers < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workers: expected >= 1 (or 0: sized to the device), got ", a.workers));
   }
   if (o.max_message_bytes <= 0 || o.max_message_bytes > INT_MAX) {
     return absl::InvalidArgumentError(absl::StrCat("max-message-bytes: expected 1..", INT_MAX,
                                                    ", got ", o.max_message_bytes));
+  }
+  if (a.limits.max_operand_bytes < 1 || a.limits.max_operand_bytes > (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max-operand-bytes: expected 1..", int64_t{1} << 31,
+                     " (kernels index elements with 32-bit arithmetic), got ", a.limits.max_operand_bytes));
+  }
+  const std::pair<const char*, int64_t> non_negative[] = {
+      {"max-regions-per-peer", a.regions.max_regions_per_peer},
+      {"max-region-bytes-per-peer", a.regions.max_bytes_per_peer},
+      {"max-resident-bytes", a.tensors.max_resident_bytes},
+      {"max-tensors-per-peer", a.tensors.max_tensors_per_peer},
+      {"max-sessions", o.max_sessions}};
+  for (const auto& [flag, value] : non_negative) {
+    if (value < 0) return absl::InvalidArgumentError(absl::StrCat(flag, ": expected >= 0, got ", value));
   }
   if (!(o.shutdown_grace_seconds >= 0)) {
     return absl::InvalidArgumentError(absl::StrCat("shutdown-grace-seconds: expected >= 0, got ",
@@ -134,11 +160,11 @@ absl::Status ValidateOptions(const DaemonOptions& o) {
 }
 
 // Written to a temporary name and renamed, so a reader never sees a partial port.
-absl::Status WritePortFile(const std::string& path, int port) {
+absl::Status WritePortFile(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << port << "\n";
+    out << text << "\n";
     if (!out.flush()) return absl::InternalError(absl::StrCat("port-file: cannot write ", tmp));
   }
   std::error_code ec;
@@ -175,8 +201,9 @@ std::string IntentFileFor(const DaemonOptions& o) {
 // How long past the grace period Shutdown waits for work to notice it is over.
 constexpr auto kShutdownMargin = std::chrono::seconds(1);
 
-// "127.0.0.1:0" with port 43117 -> "127.0.0.1:43117".
+// "127.0.0.1:0" with port 43117 -> "127.0.0.1:43117"; a unix address as it is.
 std::string BoundAddress(const std::string& listen, int port) {
+  if (IsUnixListener(listen)) return listen;
   const size_t colon = listen.rfind(':');
   return absl::StrCat(colon == std::string::npos ? listen : listen.substr(0, colon), ":", port);
 }
@@ -196,6 +223,8 @@ MetricsState ProbeState(Arbiter& arbiter) {
     for (const QuarantineEntry& q : *entries) candidates.insert(q.candidate);
     state.candidates_quarantined = static_cast<int64_t>(candidates.size());
   }
+  state.regions = arbiter.regions().Totals();
+  state.tensors = arbiter.tensors().Totals();
   return state;
 }
 
@@ -218,6 +247,34 @@ absl::StatusOr<BackendKind> ParseBackendKind(std::string_view name) {
       absl::StrCat("backend: expected auto, cpu or cuda, got \"", std::string(name), "\""));
 }
 
+bool IsUnixListener(std::string_view address) { return address.starts_with("unix:"); }
+
+int DefaultWorkers(std::string_view backend) { return backend == "cuda" ? 4 : 1; }
+
+absl::StatusOr<std::vector<std::string>> ParseListeners(std::string_view listen) {
+  if (listen.empty()) {
+    return absl::InvalidArgumentError("listen: empty; expected host:port or unix:/path, comma-separated");
+  }
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = listen.find(',', start);
+    const std::string_view entry =
+        listen.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    if (entry.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "listen: expected host:port or unix:/path, comma-separated; got \"", std::string(listen), "\""));
+    }
+    if (IsUnixListener(entry) && entry.size() == 5) {
+      return absl::InvalidArgumentError("listen: unix: needs a path, e.g. unix:/run/arbiter/arbiter.sock");
+    }
+    out.emplace_back(entry);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options,
                                                         ExtraCandidates extra) {
   RETURN_IF_ERROR(ValidateOptions(options));
@@ -227,13 +284,15 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& opti
 }
 
 absl::Status Daemon::Start() {
+  ASSIGN_OR_RETURN(listeners_, ParseListeners(options_.listen));
   // Refused before anything starts: an exposed listener without a token, bad TLS files.
   ASSIGN_OR_RETURN(auth_, AdminAuth::Create(AdminAuthOptions{.token_file = options_.admin_token_file,
                                                              .listen = options_.listen}));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    MakeServerCredentials(options_.tls));
 
-  ASSIGN_OR_RETURN(BackendAndRegistry device, CreateBackend(options_.backend, extra_));
+  ASSIGN_OR_RETURN(BackendAndRegistry device,
+                   CreateBackend(options_.backend, options_.extra_candidates, extra_));
   const DeviceInfo info = device.backend->info();
   spdlog::info("backend {}: {} ({}), {} candidates registered", info.backend, info.name,
                info.arch, device.registry->candidates().size());
@@ -253,13 +312,14 @@ absl::Status Daemon::Start() {
       info);
   if (!options_.metrics_listen.empty()) {
     ASSIGN_OR_RETURN(metrics_endpoint_,
-                     MetricsEndpoint::Create(options_.metrics_listen,
+                     MetricsEndpoint::Create({.listen = options_.metrics_listen},
                                              [metrics = metrics_.get()] { return metrics->Scrape(); }));
     spdlog::info("metrics on http://{}/metrics",
                  BoundAddress(options_.metrics_listen, metrics_endpoint_->port()));
   }
 
   ArbiterOptions engine = options_.arbiter;
+  if (engine.workers == 0) engine.workers = DefaultWorkers(info.backend);
   engine.tuning_intent_file = IntentFileFor(options_);
   if (!engine.on_fault) engine.on_fault = ExitOnCandidateFault;
   if (!engine.tuning_intent_file.empty()) {
@@ -268,12 +328,41 @@ absl::Status Daemon::Start() {
   ASSIGN_OR_RETURN(arbiter_, Arbiter::Create(engine, std::move(device.backend),
                                              std::move(device.registry), std::move(store)));
   arbiter_->set_observer(metrics_.get());
-  metrics_->SetStateProbe([arbiter = arbiter_.get()] { return ProbeState(*arbiter); });
 
-  dispatch_ = std::make_unique<DispatchService>(*arbiter_);
+  // Sessions (and so regions) live next to the first Unix listener.
+  for (const std::string& listener : listeners_) {
+    if (!IsUnixListener(listener)) continue;
+    ASSIGN_OR_RETURN(
+        fd_socket_,
+        FdSocket::Start(FdSocketOptions{.path = listener.substr(5) + ".fd",
+                                        .max_sessions = options_.max_sessions},
+                        [arbiter = arbiter_.get()](const Peer& peer) {
+                          const int regions = arbiter->regions().ReleaseOwner(peer.owner());
+                          const int tensors = arbiter->tensors().ReleaseOwner(peer.owner());
+                          if (regions + tensors > 0) {
+                            spdlog::info("{} ended: released {} regions and {} resident tensors",
+                                         peer.ToString(), regions, tensors);
+                          }
+                        }));
+    spdlog::info("fd socket (sessions, descriptors for regions) on {}", fd_socket_->path());
+    break;
+  }
+  metrics_->SetStateProbe([arbiter = arbiter_.get(), sessions = fd_socket_.get()] {
+    MetricsState state = ProbeState(*arbiter);
+    state.sessions = sessions != nullptr ? sessions->count() : 0;
+    return state;
+  });
+
+  dispatch_ = std::make_unique<DispatchService>(
+      *arbiter_, DispatchServiceOptions{.max_message_bytes = options_.max_message_bytes,
+                                        .sessions = fd_socket_.get(),
+                                        .metrics = metrics_.get()});
   admin_ = std::make_unique<AdminService>(
-      *arbiter_, ServerIdentity{.version = kBuildVersion,
-                                .store_path = RedactStoreLocation(options_.store_path)},
+      *arbiter_,
+      ServerIdentity{.version = kBuildVersion,
+                     .store_path = RedactStoreLocation(options_.store_path),
+                     .fd_socket = fd_socket_ != nullptr ? fd_socket_->path() : "",
+                     .max_message_bytes = options_.max_message_bytes},
       auth_.get());
   spdlog::info("admin: {}", auth_->requires_token() ? "bearer token required"
                                                      : "no token (loopback listener only)");
@@ -281,22 +370,32 @@ absl::Status Daemon::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, credentials, &port_);
+  // gRPC answers each listener's bound port here; a unix socket's is 1 on success.
+  std::vector<int> bound(listeners_.size(), 0);
+  for (size_t i = 0; i < listeners_.size(); ++i) {
+    builder.AddListeningPort(listeners_[i], credentials, &bound[i]);
+  }
   builder.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
   // gRPC sets SO_REUSEPORT by default: a second daemon on a taken port would
   // "start" and split the traffic. Refuse the port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(metrics_->NewInterceptorFactory());
+  interceptors.push_back(metrics_->NewInterceptorFactory(options_.max_message_bytes));
   calls_ = std::make_unique<CallTracker>();
   interceptors.push_back(calls_->NewInterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(dispatch_.get());
   builder.RegisterService(admin_.get());
   server_ = builder.BuildAndStart();
-  if (server_ == nullptr || port_ == 0) {
+  if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen));
+  }
+  std::vector<std::string> addresses;
+  for (size_t i = 0; i < listeners_.size(); ++i) {
+    if (bound[i] <= 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", listeners_[i]));
+    if (port_ == 0 && !IsUnixListener(listeners_[i])) port_ = bound[i];
+    addresses.push_back(BoundAddress(listeners_[i], bound[i]));
   }
   // The registry is verified and the store open: serving iff the device is healthy.
   {
@@ -308,10 +407,13 @@ absl::Status Daemon::Start() {
   spdlog::info(
       "arbiterd {} (commit {}) listening on {} (tuning {}, {} workers, max queue {}, "
       "max message {} bytes)",
-      kBuildVersion, kBuildCommit[0] != '\0' ? kBuildCommit : "unknown", BoundAddress(options_.listen, port_),
-      TuningPolicyName(options_.arbiter.tuning), options_.arbiter.workers,
+      kBuildVersion, kBuildCommit[0] != '\0' ? kBuildCommit : "unknown", absl::StrJoin(addresses, ", "),
+      TuningPolicyName(options_.arbiter.tuning), arbiter_->options().workers,
       options_.arbiter.max_queue, options_.max_message_bytes);
-  if (!options_.port_file.empty()) RETURN_IF_ERROR(WritePortFile(options_.port_file, port_));
+  if (!options_.port_file.empty()) {
+    RETURN_IF_ERROR(WritePortFile(options_.port_file,
+                                  port_ != 0 ? std::to_string(port_) : addresses.front()));
+  }
   health_watcher_ = std::thread([this] { WatchHealth(); });
   return absl::OkStatus();
 }
@@ -410,6 +512,7 @@ bool Daemon::Shutdown() {
   }
   admin_.reset();
   dispatch_.reset();
+  fd_socket_.reset();  // sessions closed; their regions and tensors go with the Arbiter
   // The probe reads the Arbiter; the Arbiter reports to the metrics until it is gone.
   metrics_endpoint_.reset();
   if (metrics_ != nullptr) metrics_->SetStateProbe(nullptr);
@@ -419,6 +522,10 @@ bool Daemon::Shutdown() {
   }
   metrics_.reset();
   return true;
+}
+
+std::string Daemon::fd_socket_path() const {
+  return fd_socket_ != nullptr ? fd_socket_->path() : "";
 }
 
 int Daemon::metrics_port() const {
@@ -434,6 +541,7 @@ Daemon::~Daemon() {
   (void)server_.release();
   (void)admin_.release();
   (void)dispatch_.release();
+  (void)fd_socket_.release();
   (void)arbiter_.release();
   (void)metrics_endpoint_.release();
   (void)metrics_.release();

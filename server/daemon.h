@@ -44,10 +44,15 @@ namespace arbiter::server {
 
 class DispatchService;
 class AdminService;
+class FdSocket;
 class AdminAuth;
 class CallTracker;
 class Metrics;
 class MetricsEndpoint;
+
+// Device streams for --workers 0: one on the CPU (its kernels already use every
+// core), four on a GPU (small requests are not queued behind one large one).
+int DefaultWorkers(std::string_view backend);
 
 // The device arbiterd serves.
 enum class BackendKind {
@@ -67,20 +72,40 @@ inline constexpr int kExitCandidateFault = 3;
 // e.g. planted faulting ones (tests/integration/arbiterd_faults). arbiterd adds none.
 using ExtraCandidates = std::function<std::vector<CandidateSpec>(std::string_view backend)>;
 
+// "127.0.0.1:0,unix:/run/a.sock" -> {"127.0.0.1:0", "unix:/run/a.sock"}.
+// INVALID_ARGUMENT for an empty list or entry, or a unix: address with no path.
+absl::StatusOr<std::vector<std::string>> ParseListeners(std::string_view listen);
+bool IsUnixListener(std::string_view address);
+
+// The engine's options as arbiterd starts it: workers 0, sized to the device.
+inline ArbiterOptions EngineDefaults() {
+  ArbiterOptions options;
+  options.workers = 0;
+  return options;
+}
+
 // arbiterd's flags are these fields; their defaults are the flags' defaults.
 struct DaemonOptions {
-  std::string listen = "127.0.0.1:50051";    // host:port; port 0 binds an ephemeral port
+  // Comma-separated listeners: host:port (port 0 binds an ephemeral port) or
+  // unix:/path (a Unix domain socket, whose fd socket is /path.fd).
+  std::string listen = "127.0.0.1:50051";
   std::string store_path = "./arbiter.db";   // SQLite file (":memory:" for none) or postgresql:// URI
   std::string store_password_file;           // PostgreSQL password (first line); else libpq's sources
   BackendKind backend = BackendKind::kAuto;  // the device served
-  ArbiterOptions arbiter;                    // the engine: tuning, workers, queue, measurement, noise
+  // The engine: tuning, workers (0: sized to the device), queue, measurement,
+  // noise, limits, region quotas, resident tensors.
+  ArbiterOptions arbiter = EngineDefaults();
   int64_t max_message_bytes = 600ll << 20;   // 8192^2 f32 A and B (512 MiB) plus headroom
   double shutdown_grace_seconds = 10;        // in-flight calls get at most this long after SIGTERM
-  std::string port_file;                     // if set, the bound port is written here once serving
+  std::string port_file;                     // once serving: the first TCP listener's bound port, else the unix address
   double health_poll_seconds = 1;            // how often the backend's health is polled
   std::string admin_token_file;              // bearer token for Admin; empty: loopback listeners only
   TlsOptions tls;                            // listener certificate and key; empty: plaintext
   std::string metrics_listen;                // host:port for GET /metrics; empty: no endpoint
+  int64_t max_sessions = 1024;               // fd socket sessions open at once
+  // Tests only (no flag sets it): candidates registered after the backend's own,
+  // e.g. planted wrong kernels that show the daemon catches them.
+  std::vector<CandidateSpec> extra_candidates;
   // arbiter.tuning_intent_file, when empty, is "<store>.intent" beside a file store (none for
   // ":memory:" or a store URI).
 };
@@ -93,11 +118,14 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
-  // The port actually bound (the ephemeral one when --listen asked for port 0).
+  // The port actually bound by the first TCP listener (the ephemeral one when
+  // --listen asked for port 0); 0 when every listener is a Unix socket.
   int port() const { return port_; }
   Arbiter& arbiter() { return *arbiter_; }
   // The port /metrics is served on; 0 without --metrics-listen.
   int metrics_port() const;
+  // The fd socket's path (the first Unix listener's path + ".fd"); empty without one.
+  std::string fd_socket_path() const;
 
   // NOT_SERVING, then stops the server within the grace period and closes the
   // store. False when the grace ran out with work still inside a kernel: the
@@ -117,10 +145,12 @@ class Daemon {
   std::unique_ptr<Metrics> metrics_;  // the Arbiter's observer: outlives it
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;  // GET /metrics, when asked for
   std::unique_ptr<Arbiter> arbiter_;
+  std::unique_ptr<FdSocket> fd_socket_;  // sessions; next to the first Unix listener
   std::unique_ptr<DispatchService> dispatch_;
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::vector<std::string> listeners_;  // --listen, split
   std::thread health_watcher_;
 
   absl::Mutex mu_;

@@ -1,10 +1,16 @@
 #include "server/dispatch_service.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
+#include "server/fd_socket.h"
 #include "server/grpc_call.h"
+#include "server/metrics.h"
 #include "server/status_util.h"
 
 namespace arbiter::server {
@@ -26,53 +32,139 @@ absl::Status CheckOperandBytes(std::string_view operand, const Problem& p, size_
       cols, "*", ElementSize(p.dtype), " for ", p.ToString(), "), got ", got));
 }
 
+absl::Status CheckReplyFits(const Problem& p, int64_t max_message_bytes) {
+  if (max_message_bytes <= 0) return absl::OkStatus();
+  const int64_t c_bytes = static_cast<int64_t>(p.c_bytes());
+  if (c_bytes + kMatmulResponseEnvelopeBytes <= max_message_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "reply: c is ", c_bytes, " bytes (m*n*size = ", p.m, "*", p.n, "*", ElementSize(p.dtype),
+      " for ", p.ToString(), "); with up to ", kMatmulResponseEnvelopeBytes,
+      " bytes of response fields it could exceed --max-message-bytes ", max_message_bytes,
+      "; name a region for C (c_ref) or raise the limit"));
+}
+
+grpc::Status DispatchService::Reply(const grpc::ServerContext& context, const char* method,
+                                    const absl::Status& status) const {
+  if (!status.ok()) {
+    spdlog::warn("{} from {} refused: {}", method, context.peer(), status.ToString());
+  }
+  return ToGrpcStatus(status);
+}
+
+absl::StatusOr<Peer> DispatchService::Caller(const grpc::ServerContext& context,
+                                             bool need_session) const {
+  const auto& metadata = context.client_metadata();
+  if (const auto it = metadata.find(kSessionMetadata); it != metadata.end()) {
+    const std::string_view token(it->second.data(), it->second.size());
+    if (options_.sessions != nullptr) {
+      if (std::optional<Peer> peer = options_.sessions->Find(token)) return *std::move(peer);
+    }
+    return absl::UnauthenticatedError(absl::StrCat(
+        kSessionMetadata, ": no such session (it ended, or the daemon restarted); connect to the fd "
+        "socket again for a new one"));
+  }
+  const std::string address = context.peer();
+  const bool over_unix = address.rfind("unix:", 0) == 0;
+  if (need_session || over_unix) {
+    const std::string how =
+        options_.sessions != nullptr
+            ? absl::StrCat("connect to the fd socket ", options_.sessions->path(),
+                           " and send the token it answers as \"", kSessionMetadata, "\" metadata")
+            : std::string("this daemon has no Unix listener (--listen unix:/path), so no sessions");
+    return absl::FailedPreconditionError(absl::StrCat(
+        need_session ? "regions belong to a session" : "over a Unix socket, resident tensors belong to a session",
+        ": ", how));
+  }
+  Peer peer;
+  peer.address = address;
+  return peer;
+}
+
 grpc::Status DispatchService::Matmul(grpc::ServerContext* context,
                                      const v1::MatmulRequest* request,
                                      v1::MatmulResponse* response) {
-  absl::Status status = DoMatmul(*request, CallContextOf(*context), response);
-  if (!status.ok()) spdlog::warn("matmul from {} refused: {}", context->peer(), status.ToString());
-  return ToGrpcStatus(status);
+  return Reply(*context, "matmul", DoMatmul(*context, *request, response));
 }
 
 grpc::Status DispatchService::Select(grpc::ServerContext* context,
                                      const v1::SelectRequest* request,
                                      v1::SelectResponse* response) {
-  absl::Status status = DoSelect(*request, CallContextOf(*context), response);
-  if (!status.ok()) spdlog::warn("select from {} refused: {}", context->peer(), status.ToString());
-  return ToGrpcStatus(status);
+  return Reply(*context, "select", DoSelect(*request, CallContextOf(*context), response));
 }
 
-absl::Status DispatchService::DoMatmul(const v1::MatmulRequest& request, const CallContext& call,
+absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
+                                       const v1::MatmulRequest& request,
                                        v1::MatmulResponse* response) {
   // Everything is checked before the engine allocates or runs anything.
   ASSIGN_OR_RETURN(const Problem problem,
                    ProblemFromProto(request.problem(), arbiter_.options().limits));
-  RETURN_IF_ERROR(CheckOperandBytes("a", problem, request.a().size()));
-  RETURN_IF_ERROR(CheckOperandBytes("b", problem, request.b().size()));
+  MatmulOperands operands;
+  bool regions = false, tensors = false;
+  struct Side {
+    const char* name;
+    bool has_ref;
+    const v1::OperandRef& ref;
+    size_t inline_bytes;
+    std::optional<OperandRef>* out;
+  };
+  const Side sides[] = {
+      {"a", request.has_a_ref(), request.a_ref(), request.a().size(), &operands.a_ref},
+      {"b", request.has_b_ref(), request.b_ref(), request.b().size(), &operands.b_ref},
+      {"c", request.has_c_ref(), request.c_ref(), 0, &operands.c_ref}};
+  for (const Side& side : sides) {
+    if (!side.has_ref) continue;
+    if (side.inline_bytes != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          side.name, ": both inline bytes and ", side.name, "_ref are set; expected one of them"));
+    }
+    ASSIGN_OR_RETURN(*side.out, OperandRefFromProto(side.ref, absl::StrCat(side.name, "_ref")));
+    regions |= (*side.out)->target == OperandRef::Target::kRegion;
+    tensors |= (*side.out)->target == OperandRef::Target::kTensor;
+  }
+  if (!operands.a_ref) RETURN_IF_ERROR(CheckOperandBytes("a", problem, request.a().size()));
+  if (!operands.b_ref) RETURN_IF_ERROR(CheckOperandBytes("b", problem, request.b().size()));
+  if (!operands.c_ref) RETURN_IF_ERROR(CheckReplyFits(problem, options_.max_message_bytes));
+  Peer peer;
+  if (regions || tensors) {
+    ASSIGN_OR_RETURN(peer, Caller(context, regions));
+  }
   SelectOptions options;
   ASSIGN_OR_RETURN(options.required, DeterminismFromProto(request.required_determinism()));
   ASSIGN_OR_RETURN(options.tuning, TuningFromProto(request.tuning()));
+  const CallContext call = CallContextOf(context);
   options.deadline = call.deadline;
   options.cancelled = call.cancelled;
   options.peer = call.peer;
 
-  ASSIGN_OR_RETURN(DispatchResult result,
-                   arbiter_.Dispatch(problem, options, request.a().data(), request.a().size(),
-                                     request.b().data(), request.b().size()));
-  if (result.c.size() != problem.c_bytes()) {
-    return absl::InternalError(absl::StrCat("engine returned ", result.c.size(),
-                                            " bytes of C for ", problem.ToString(), ", expected ",
-                                            problem.c_bytes()));
+  operands.a = request.a().data();
+  operands.a_bytes = request.a().size();
+  operands.b = request.b().data();
+  operands.b_bytes = request.b().size();
+  operands.wait_event = request.wait_event();
+  if (!operands.c_ref) {
+    // C is copied from the device straight into the response's own buffer.
+    std::string* c = response->mutable_c();
+    c->resize(problem.c_bytes());
+    operands.c_host = c->data();
   }
-  response->set_c(result.c.data(), result.c.size());
+  ASSIGN_OR_RETURN(const DispatchResult result,
+                   arbiter_.Dispatch(problem, options, peer, operands));
   response->set_candidate(result.selection.candidate);
   response->set_candidate_version(result.selection.version);
   response->set_source(VerdictSourceToProto(result.selection.source));
   response->set_device_seconds(result.device_seconds);
   response->set_bucket(result.selection.bucket.ToString());
-  spdlog::debug("matmul {} ran {}@v{} ({}) in {:.3f} ms on the device", problem.ToString(),
-                result.selection.candidate, result.selection.version,
-                VerdictSourceName(result.selection.source), result.device_seconds * 1e3);
+  if (options_.metrics != nullptr) {
+    const DispatchStages& s = result.stages;
+    if (s.h2d_seconds > 0) options_.metrics->ObserveStage(DispatchStage::kH2D, s.h2d_seconds);
+    options_.metrics->ObserveStage(DispatchStage::kKernel, s.kernel_seconds);
+    if (s.d2h_seconds > 0) options_.metrics->ObserveStage(DispatchStage::kD2H, s.d2h_seconds);
+  }
+  if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("matmul {} ran {}@v{} ({}) in {:.3f} ms on the device", problem.ToString(),
+                  result.selection.candidate, result.selection.version,
+                  VerdictSourceName(result.selection.source), result.device_seconds * 1e3);
+  }
   return absl::OkStatus();
 }
 
@@ -86,11 +178,128 @@ absl::Status DispatchService::DoSelect(const v1::SelectRequest& request, const C
   options.deadline = call.deadline;
   options.cancelled = call.cancelled;
   options.peer = call.peer;
-  ASSIGN_OR_RETURN(const Selection selection, arbiter_.Select(problem, options));
-  ToProto(selection, response);
-  spdlog::debug("select {} -> {}@v{} ({}): {}", problem.ToString(), selection.candidate,
-                selection.version, VerdictSourceName(selection.source), selection.reason);
+  ASSIGN_OR_RETURN(const std::shared_ptr<const Selection> selection,
+                   arbiter_.SelectShared(problem, options));
+  ToProto(*selection, response);
+  if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("select {} -> {}@v{} ({}): {}", problem.ToString(), selection->candidate,
+                  selection->version, VerdictSourceName(selection->source), selection->reason);
+  }
   return absl::OkStatus();
+}
+
+grpc::Status DispatchService::RegisterRegion(grpc::ServerContext* context,
+                                             const v1::RegisterRegionRequest* request,
+                                             v1::RegisterRegionResponse* response) {
+  return Reply(*context, "register-region", DoRegisterRegion(*context, *request, response));
+}
+
+absl::Status DispatchService::DoRegisterRegion(const grpc::ServerContext& context,
+                                               const v1::RegisterRegionRequest& request,
+                                               v1::RegisterRegionResponse* response) {
+  ASSIGN_OR_RETURN(const RegionKind kind, RegionKindFromProto(request.kind()));
+  const std::vector<RegionKind> here = arbiter_.RegionKinds();
+  if (std::find(here.begin(), here.end(), kind) == here.end()) {
+    std::string kinds;
+    for (RegionKind k : here) absl::StrAppend(&kinds, kinds.empty() ? "" : ", ", v1::RegionKind_Name(RegionKindToProto(k)));
+    return absl::UnimplementedError(absl::StrCat(
+        "kind: the ", arbiter_.device().backend, " backend does not map ",
+        v1::RegionKind_Name(request.kind()), "; it maps ", kinds.empty() ? "none" : kinds));
+  }
+  ASSIGN_OR_RETURN(const Peer peer, Caller(context, /*need_session=*/true));
+  RegionSource source;
+  source.kind = kind;
+  source.bytes = request.bytes();
+  if (source.bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("bytes: expected >= 1, got ", source.bytes));
+  }
+  struct ClosedAtEnd {
+    int fd = -1;
+    ~ClosedAtEnd() {
+      if (fd >= 0) close(fd);
+    }
+  } fd;
+  if (kind == RegionKind::kCudaIpc) {
+    source.ipc_handle = request.cuda_ipc_handle();
+  } else {
+    ASSIGN_OR_RETURN(fd.fd, options_.sessions->TakeFd(peer, request.fd()));
+    source.fd = fd.fd;
+  }
+  ASSIGN_OR_RETURN(const RegionInfo info, arbiter_.regions().Register(peer, source, request.label()));
+  if (!options_.sessions->Alive(peer.session)) {  // it ended while mapping: nobody to own it
+    arbiter_.regions().ReleaseOwner(peer.owner());
+    return absl::UnavailableError(absl::StrCat(peer.ToString(), " ended during the registration"));
+  }
+  spdlog::info("{} registered region {} ({}, {} bytes{})", peer.ToString(), info.id,
+               RegionKindName(info.kind), info.bytes,
+               info.label.empty() ? "" : absl::StrCat(", \"", info.label, "\""));
+  ToProto(info, response->mutable_region());
+  return absl::OkStatus();
+}
+
+grpc::Status DispatchService::UnregisterRegion(grpc::ServerContext* context,
+                                               const v1::UnregisterRegionRequest* request,
+                                               v1::UnregisterRegionResponse* response) {
+  absl::StatusOr<Peer> peer = Caller(*context, /*need_session=*/true);
+  if (!peer.ok()) return Reply(*context, "unregister-region", peer.status());
+  return Reply(*context, "unregister-region", arbiter_.regions().Unregister(*peer, request->id()));
+}
+
+grpc::Status DispatchService::ListRegions(grpc::ServerContext* context,
+                                          const v1::ListRegionsRequest* request,
+                                          v1::ListRegionsResponse* response) {
+  absl::StatusOr<Peer> peer = Caller(*context, /*need_session=*/true);
+  if (!peer.ok()) return Reply(*context, "list-regions", peer.status());
+  for (const RegionInfo& r : arbiter_.regions().List(&*peer)) ToProto(r, response->add_regions());
+  return grpc::Status::OK;
+}
+
+grpc::Status DispatchService::UploadTensor(grpc::ServerContext* context,
+                                           grpc::ServerReader<v1::UploadTensorRequest>* reader,
+                                           v1::UploadTensorResponse* response) {
+  return Reply(*context, "upload-tensor", DoUploadTensor(*context, reader, response));
+}
+
+absl::Status DispatchService::DoUploadTensor(const grpc::ServerContext& context,
+                                             grpc::ServerReader<v1::UploadTensorRequest>* reader,
+                                             v1::UploadTensorResponse* response) {
+  ASSIGN_OR_RETURN(const Peer peer, Caller(context, /*need_session=*/false));
+  v1::UploadTensorRequest message;
+  if (!reader->Read(&message)) {
+    return absl::InvalidArgumentError("the upload stream ended before its first message (bytes, label)");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<TensorTable::Upload> upload,
+                   arbiter_.tensors().Begin(peer, message.bytes(), message.label()));
+  do {
+    RETURN_IF_ERROR(upload->Append(message.data().data(), message.data().size()));
+  } while (reader->Read(&message));
+  if (context.IsCancelled()) return absl::CancelledError("the client cancelled the upload");
+  ASSIGN_OR_RETURN(const TensorInfo info, upload->Commit());
+  if (peer.session != 0 && !options_.sessions->Alive(peer.session)) {
+    arbiter_.tensors().ReleaseOwner(peer.owner());
+    return absl::UnavailableError(absl::StrCat(peer.ToString(), " ended during the upload"));
+  }
+  spdlog::info("{} uploaded tensor {} ({} bytes{})", peer.ToString(), info.handle, info.bytes,
+               info.label.empty() ? "" : absl::StrCat(", \"", info.label, "\""));
+  ToProto(info, response->mutable_tensor());
+  return absl::OkStatus();
+}
+
+grpc::Status DispatchService::ReleaseTensor(grpc::ServerContext* context,
+                                            const v1::ReleaseTensorRequest* request,
+                                            v1::ReleaseTensorResponse* response) {
+  absl::StatusOr<Peer> peer = Caller(*context, /*need_session=*/false);
+  if (!peer.ok()) return Reply(*context, "release-tensor", peer.status());
+  return Reply(*context, "release-tensor", arbiter_.tensors().Release(*peer, request->handle()));
+}
+
+grpc::Status DispatchService::ListTensors(grpc::ServerContext* context,
+                                          const v1::ListTensorsRequest* request,
+                                          v1::ListTensorsResponse* response) {
+  absl::StatusOr<Peer> peer = Caller(*context, /*need_session=*/false);
+  if (!peer.ok()) return Reply(*context, "list-tensors", peer.status());
+  for (const TensorInfo& t : arbiter_.tensors().List(&*peer)) ToProto(t, response->add_tensors());
+  return grpc::Status::OK;
 }
 
 }  // namespace arbiter::server

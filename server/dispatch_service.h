@@ -1,14 +1,24 @@
-// The Dispatch service: clients run matmuls (Matmul) or ask which kernel would
-// run (Select). Every request is validated - dtype, dimensions against the
-// engine's limits, operand byte counts - before any compute or allocation, and
-// engine errors reach the client through status_util unchanged. A bad request
-// is answered with an error; it never takes the daemon down. A Matmul whose
-// gRPC deadline passes before its kernel starts (queued behind other work) is
-// not run: DEADLINE_EXCEEDED; a call whose client went away leaves every queue
-// at once (its waits poll ServerContext::IsCancelled).
+// The Dispatch service: clients run matmuls (Matmul), ask which kernel would
+// run (Select), and keep operands on the daemon's device - regions of their
+// own memory (RegisterRegion, zero-copy, same node) and resident tensors
+// (UploadTensor). Every request is validated - dtype, dimensions against the
+// engine's limits, operand byte counts, each operand inline or by ref but not
+// both, refs against their region or tensor - before any compute or
+// allocation, and engine errors reach the client through status_util
+// unchanged. A bad request is answered with an error; it never takes the
+// daemon down. A Matmul whose gRPC deadline passes before its kernel starts
+// (queued behind other work) is not run: DEADLINE_EXCEEDED; a call whose client
+// went away leaves every queue at once (its waits poll ServerContext::IsCancelled).
+// A Matmul whose reply (C and the response's other fields) could not fit in
+// --max-message-bytes is refused before any work: RESOURCE_EXHAUSTED.
 //
-// Does not own the Arbiter, which must outlive the service.
-// Thread-safe: the Arbiter provides internal synchronization; the service has no state.
+// Callers: a call carrying "arbiter-session" metadata is that session's peer
+// (fd_socket.h); regions need one. Without it a TCP caller is its connection's
+// address, and a caller over the Unix socket must open a session first.
+//
+// Does not own the Arbiter, the FdSocket or the Metrics, which must outlive it.
+// Thread-safe: the Arbiter, FdSocket and Metrics synchronize themselves; the
+// service's own fields are immutable.
 #pragma once
 
 #include <chrono>
@@ -19,9 +29,24 @@
 
 namespace arbiter::server {
 
+class FdSocket;
+class Metrics;
+
+struct DispatchServiceOptions {
+  int64_t max_message_bytes = 0;  // largest reply the server sends; 0: not checked here
+  FdSocket* sessions = nullptr;   // the fd socket; null: no sessions (no regions)
+  Metrics* metrics = nullptr;     // per-stage dispatch times; null: not recorded
+};
+
+// The most a MatmulResponse takes besides C's bytes: the candidate's name, the
+// bucket, the enums, the device time and the framing of every field. Names and
+// bucket texts are tens of bytes; the bound leaves an order of magnitude spare.
+inline constexpr int64_t kMatmulResponseEnvelopeBytes = 1024;
+
 class DispatchService final : public v1::Dispatch::Service {
  public:
-  explicit DispatchService(Arbiter& arbiter) : arbiter_(arbiter) {}
+  explicit DispatchService(Arbiter& arbiter, DispatchServiceOptions options = {})
+      : arbiter_(arbiter), options_(options) {}
   DispatchService(const DispatchService&) = delete;
   DispatchService& operator=(const DispatchService&) = delete;
 
@@ -29,14 +54,42 @@ class DispatchService final : public v1::Dispatch::Service {
                       v1::MatmulResponse* response) override;
   grpc::Status Select(grpc::ServerContext* context, const v1::SelectRequest* request,
                       v1::SelectResponse* response) override;
+  grpc::Status RegisterRegion(grpc::ServerContext* context, const v1::RegisterRegionRequest* request,
+                              v1::RegisterRegionResponse* response) override;
+  grpc::Status UnregisterRegion(grpc::ServerContext* context,
+                                const v1::UnregisterRegionRequest* request,
+                                v1::UnregisterRegionResponse* response) override;
+  grpc::Status ListRegions(grpc::ServerContext* context, const v1::ListRegionsRequest* request,
+                           v1::ListRegionsResponse* response) override;
+  grpc::Status UploadTensor(grpc::ServerContext* context,
+                            grpc::ServerReader<v1::UploadTensorRequest>* reader,
+                            v1::UploadTensorResponse* response) override;
+  grpc::Status ReleaseTensor(grpc::ServerContext* context, const v1::ReleaseTensorRequest* request,
+                             v1::ReleaseTensorResponse* response) override;
+  grpc::Status ListTensors(grpc::ServerContext* context, const v1::ListTensorsRequest* request,
+                           v1::ListTensorsResponse* response) override;
 
  private:
-  absl::Status DoMatmul(const v1::MatmulRequest& request, const CallContext& call,
+  absl::Status DoMatmul(const grpc::ServerContext& context, const v1::MatmulRequest& request,
                         v1::MatmulResponse* response);
   absl::Status DoSelect(const v1::SelectRequest& request, const CallContext& call,
                         v1::SelectResponse* response);
+  absl::Status DoRegisterRegion(const grpc::ServerContext& context,
+                                const v1::RegisterRegionRequest& request,
+                                v1::RegisterRegionResponse* response);
+  absl::Status DoUploadTensor(const grpc::ServerContext& context,
+                              grpc::ServerReader<v1::UploadTensorRequest>* reader,
+                              v1::UploadTensorResponse* response);
+  // The caller: its session, else (when `need_session` is false) its TCP
+  // connection. UNAUTHENTICATED for a token naming no session; FAILED_PRECONDITION
+  // saying how to open one when one is needed and missing.
+  absl::StatusOr<Peer> Caller(const grpc::ServerContext& context, bool need_session) const;
+  // Refuses, logging why, and returns `status` as a gRPC status.
+  grpc::Status Reply(const grpc::ServerContext& context, const char* method,
+                     const absl::Status& status) const;
 
   Arbiter& arbiter_;
+  const DispatchServiceOptions options_;
 };
 
 // The engine's deadline for a call whose gRPC deadline is `rpc_deadline`:
@@ -47,5 +100,10 @@ std::optional<std::chrono::system_clock::time_point> WorkDeadline(
 // INVALID_ARGUMENT "a: expected 16384 bytes (m*k*size = 64*64*4), got 100", or OK.
 // `operand` is "a" (m x k) or "b" (k x n).
 absl::Status CheckOperandBytes(std::string_view operand, const Problem& p, size_t got);
+
+// RESOURCE_EXHAUSTED, naming C's bytes, the envelope and the limit, when a
+// MatmulResponse carrying `p`'s C could exceed `max_message_bytes`; OK when it
+// fits or the limit is 0.
+absl::Status CheckReplyFits(const Problem& p, int64_t max_message_bytes);
 
 }  // namespace arbiter::server

@@ -4,6 +4,9 @@
 #include <ctime>
 #include <iterator>
 
+#include <google/protobuf/stubs/logging.h>
+#include <grpc/support/log.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -91,7 +94,71 @@ void AppendJsonString(spdlog::memory_buf_t& out, std::string_view s) {
   }
 }
 
+// The %* flag of the text pattern: the message with EscapeForTextLog applied.
+class EscapedPayload final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    Append(dest, EscapeForTextLog(std::string_view(msg.payload.data(), msg.payload.size())));
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<EscapedPayload>();
+  }
+};
+
+// libprotobuf writes its own lines to stderr (for instance, when a request's
+// string field is not UTF-8); through the daemon's logger they are escaped and
+// formatted like every other line.
+void ProtobufLogHandler(google::protobuf::LogLevel level, const char* file, int line,
+                        const std::string& message) {
+  spdlog::level::level_enum to = spdlog::level::info;
+  switch (level) {
+    case google::protobuf::LOGLEVEL_INFO: to = spdlog::level::info; break;
+    case google::protobuf::LOGLEVEL_WARNING: to = spdlog::level::warn; break;
+    case google::protobuf::LOGLEVEL_ERROR: to = spdlog::level::err; break;
+    case google::protobuf::LOGLEVEL_FATAL: to = spdlog::level::critical; break;
+  }
+  spdlog::log(to, "libprotobuf {}:{}: {}", file, line, message);
+}
+
+// The same for gRPC core's gpr_log (transport and parsing errors).
+void GrpcLogHandler(gpr_log_func_args* args) {
+  spdlog::level::level_enum to = spdlog::level::info;
+  switch (args->severity) {
+    case GPR_LOG_SEVERITY_DEBUG: to = spdlog::level::debug; break;
+    case GPR_LOG_SEVERITY_INFO: to = spdlog::level::info; break;
+    case GPR_LOG_SEVERITY_ERROR: to = spdlog::level::err; break;
+  }
+  spdlog::log(to, "grpc {}:{}: {}", args->file, args->line, args->message);
+}
+
 }  // namespace
+
+std::string EscapeForTextLog(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const unsigned char next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+    const unsigned char third = i + 2 < s.size() ? static_cast<unsigned char>(s[i + 2]) : 0;
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else if (c == 0xC2 && next >= 0x80 && next <= 0x9F) {  // C1 controls (NEL among them)
+      out += fmt::format("\\u{:04x}", next);
+      ++i;
+    } else if (c == 0xE2 && next == 0x80 && (third == 0xA8 || third == 0xA9)) {
+      out += third == 0xA8 ? "\\u2028" : "\\u2029";  // line and paragraph separators
+      i += 2;
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
 
 void JsonFormatter::format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) {
   using std::chrono::system_clock;
@@ -132,11 +199,16 @@ absl::Status ConfigureLogging(std::string_view format, std::string_view level) {
   } else {
     logger = std::make_shared<spdlog::logger>(
         "arbiterd", std::make_shared<spdlog::sinks::stdout_color_sink_mt>());
-    // spdlog's default pattern without the logger name: there is only one.
-    logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+    // spdlog's default pattern without the logger name (there is only one), the
+    // message escaped so that it stays on its line.
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<EscapedPayload>('*').set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %*");
+    logger->set_formatter(std::move(formatter));
   }
   spdlog::set_default_logger(std::move(logger));
   spdlog::set_level(parsed);
+  google::protobuf::SetLogHandler(&ProtobufLogHandler);
+  gpr_set_log_function(&GrpcLogHandler);
   return absl::OkStatus();
 }
 

@@ -6,6 +6,13 @@
 // The level comes from --log-level when given, else from the environment
 // (ARBITER_LOG_LEVEL), else "info".
 //
+// Lines cannot be forged or broken by what a message carries (client-supplied
+// reasons, candidate names, status messages): in text, control characters
+// (newlines included) are written escaped (EscapeForTextLog); in JSON, strings
+// are escaped per RFC 8259. libprotobuf's and gRPC's own log messages (invalid
+// UTF-8 in a request, transport errors) go through the same logger instead of
+// straight to stderr in their own formats.
+//
 // Thread-safety: ConfigureLogging replaces the process-wide default logger;
 // call it once, before other threads log. JsonFormatter is used under the
 // sink's mutex and keeps no state.
@@ -36,6 +43,12 @@ struct LogLevelChoice {
   std::string origin;
 };
 LogLevelChoice ChooseLogLevel(std::string_view flag, const char* env);
+
+// `s` with every character that could end or rewrite a line of text escaped:
+// \n and \r as those two-character escapes, other C0 controls, DEL and the C1
+// controls as \xNN or \uNNNN, U+2028/U+2029 as \u2028/\u2029. Everything else,
+// including bytes that are not UTF-8, is copied.
+std::string EscapeForTextLog(std::string_view s);
 
 // One JSON object per message: time (UTC, RFC 3339 with microseconds), level
 // (spdlog's names: trace, debug, info, warning, error, critical), logger,

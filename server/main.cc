@@ -59,7 +59,8 @@ const DaemonOptions& Defaults() {
 }
 }  // namespace
 
-ABSL_FLAG(std::string, listen, Defaults().listen, "host:port to serve on; port 0 picks a free one");
+ABSL_FLAG(std::string, listen, Defaults().listen,
+          "host:port or unix:/path to serve on, comma-separated for several; port 0 picks a free one");
 ABSL_FLAG(std::string, store, Defaults().store_path,
           "verdict store: a SQLite file path, or a postgresql:// URI shared by a fleet of daemons");
 ABSL_FLAG(std::string, store_password_file, Defaults().store_password_file,
@@ -67,9 +68,22 @@ ABSL_FLAG(std::string, store_password_file, Defaults().store_password_file,
 ABSL_FLAG(BackendKind, backend, Defaults().backend, "auto (cuda when a GPU is visible), cpu or cuda");
 ABSL_FLAG(TuningPolicy, tuning, Defaults().arbiter.tuning,
           "on a verdict miss: sync (measure, then answer), async, off");
-ABSL_FLAG(int, workers, Defaults().arbiter.workers, "device streams for dispatch and tuning");
+ABSL_FLAG(int, workers, Defaults().arbiter.workers,
+          "device streams for dispatch and tuning; 0: sized to the device (1 on CPU, 4 on a GPU)");
 ABSL_FLAG(int64_t, max_message_bytes, Defaults().max_message_bytes,
           "largest request or response; the default fits 8192x8192 f32 operands");
+ABSL_FLAG(int64_t, max_operand_bytes, Defaults().arbiter.limits.max_operand_bytes,
+          "largest A, B or C of a problem, in bytes (at most 2^31); dimensions have no cap of their own");
+ABSL_FLAG(int64_t, max_regions_per_peer, Defaults().arbiter.regions.max_regions_per_peer,
+          "regions one client process may register (RESOURCE_EXHAUSTED past it)");
+ABSL_FLAG(int64_t, max_region_bytes_per_peer, Defaults().arbiter.regions.max_bytes_per_peer,
+          "bytes of regions one client process may register; 0: the device's memory");
+ABSL_FLAG(int64_t, max_resident_bytes, Defaults().arbiter.tensors.max_resident_bytes,
+          "bytes all resident tensors may hold (nothing is evicted); 0: a quarter of the device's memory");
+ABSL_FLAG(int64_t, max_tensors_per_peer, Defaults().arbiter.tensors.max_tensors_per_peer,
+          "resident tensors one client may hold");
+ABSL_FLAG(int64_t, max_sessions, Defaults().max_sessions,
+          "sessions open at once on the fd socket (next to a unix: listener)");
 ABSL_FLAG(std::string, log_level, "",
           "trace, debug, info, warn, error, critical, off; unset: $ARBITER_LOG_LEVEL, else info");
 ABSL_FLAG(std::string, log_format, "text", "text (one line per event) or json (one object per line)");
@@ -136,6 +150,12 @@ DaemonOptions OptionsFromFlags() {
   options.arbiter.noise.noise_multiple = absl::GetFlag(FLAGS_noise_multiple);
   options.arbiter.noise.noise_floor = absl::GetFlag(FLAGS_noise_floor);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.arbiter.limits.max_operand_bytes = absl::GetFlag(FLAGS_max_operand_bytes);
+  options.arbiter.regions.max_regions_per_peer = absl::GetFlag(FLAGS_max_regions_per_peer);
+  options.arbiter.regions.max_bytes_per_peer = absl::GetFlag(FLAGS_max_region_bytes_per_peer);
+  options.arbiter.tensors.max_resident_bytes = absl::GetFlag(FLAGS_max_resident_bytes);
+  options.arbiter.tensors.max_tensors_per_peer = absl::GetFlag(FLAGS_max_tensors_per_peer);
+  options.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);

@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <grpcpp/support/byte_buffer.h>
 #include <prometheus/text_serializer.h>
 
 #include "arbiter/v1/arbiter.pb.h"
@@ -63,41 +64,93 @@ constexpr VerdictSource kAllSources[] = {VerdictSource::kMeasured, VerdictSource
 namespace {
 
 // One per RPC: created when the call arrives, done when its status is sent (or,
-// for a call that ends without one, when gRPC destroys it).
+// for a call that ends without one, when gRPC destroys it). What it records is
+// what the client receives: a reply larger than the server's send limit never
+// reaches the client (gRPC would fail the call with RESOURCE_EXHAUSTED), so it is
+// replaced by an empty message with that status, said plainly, and counted so.
 class RpcInterceptor : public grpc::experimental::Interceptor {
  public:
-  RpcInterceptor(Metrics* metrics, std::string_view path)
-      : scope_(metrics, path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1)) {}
+  RpcInterceptor(Metrics* metrics, std::string_view path, int64_t max_send_bytes)
+      : scope_(metrics, path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1)),
+        max_send_bytes_(max_send_bytes),
+        metrics_(metrics),
+        matmul_(path == "/arbiter.v1.Dispatch/Matmul"),
+        arrived_(Clock::now()) {}
+
+  // Destroyed once the call's last operation completed: the reply is sent.
+  ~RpcInterceptor() override {
+    if (matmul_ && metrics_ != nullptr && ok_) {
+      metrics_->ObserveStage(DispatchStage::kReceive, Seconds(arrived_, received_));
+      metrics_->ObserveStage(DispatchStage::kSend, Seconds(replying_, Clock::now()));
+    }
+  }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+    using grpc::experimental::InterceptionHookPoints;
+    if (matmul_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
+      received_ = Clock::now();
+    }
+    if (matmul_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+      replying_ = Clock::now();
+    }
+    if (max_send_bytes_ > 0 &&
+        methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+      // Serializes the reply now rather than later: the same work, done once.
+      grpc::ByteBuffer* reply = methods->GetSerializedSendMessage();
+      if (reply != nullptr && static_cast<int64_t>(reply->Length()) > max_send_bytes_) {
+        oversized_bytes_ = static_cast<int64_t>(reply->Length());
+        grpc::Slice empty;
+        *reply = grpc::ByteBuffer(&empty, 1);
+      }
+    }
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      if (oversized_bytes_ > 0 && methods->GetSendStatus().ok()) {
+        methods->ModifySendStatus(grpc::Status(
+            grpc::StatusCode::RESOURCE_EXHAUSTED,
+            "reply of " + std::to_string(oversized_bytes_) + " bytes exceeds --max-message-bytes " +
+                std::to_string(max_send_bytes_)));
+      }
+      ok_ = methods->GetSendStatus().ok();
       scope_.Finish(methods->GetSendStatus());
     }
     methods->Proceed();
   }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  static double Seconds(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+  }
+
   Metrics::RpcScope scope_;
+  const int64_t max_send_bytes_;
+  int64_t oversized_bytes_ = 0;
+  Metrics* const metrics_;
+  const bool matmul_;  // the per-stage breakdown is the Matmul's
+  bool ok_ = false;
+  Clock::time_point arrived_, received_, replying_;
 };
 
 class RpcInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  explicit RpcInterceptorFactory(Metrics* metrics) : metrics_(metrics) {}
+  RpcInterceptorFactory(Metrics* metrics, int64_t max_send_bytes)
+      : metrics_(metrics), max_send_bytes_(max_send_bytes) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
-    return new RpcInterceptor(metrics_, info->method() == nullptr ? "" : info->method());
+    return new RpcInterceptor(metrics_, info->method() == nullptr ? "" : info->method(),
+                              max_send_bytes_);
   }
 
  private:
   Metrics* metrics_;
+  const int64_t max_send_bytes_;
 };
 
 }  // namespace
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-Metrics::NewInterceptorFactory() {
-  return std::make_unique<RpcInterceptorFactory>(this);
+Metrics::NewInterceptorFactory(int64_t max_send_message_bytes) {
+  return std::make_unique<RpcInterceptorFactory>(this, max_send_message_bytes);
 }
 
 std::vector<CandidateLabels> CandidateLabelsOf(const Registry& registry) {
@@ -113,6 +166,18 @@ std::vector<CandidateLabels> CandidateLabelsOf(const Registry& registry) {
 std::vector<double> Metrics::KernelBuckets() { return Decades(-6, 1); }
 std::vector<double> Metrics::RpcBuckets() { return Decades(-4, 2); }
 std::vector<double> Metrics::TuningBuckets() { return Decades(-2, 3); }
+std::vector<double> Metrics::StageBuckets() { return Decades(-6, 1); }
+
+const char* DispatchStageName(DispatchStage stage) {
+  switch (stage) {
+    case DispatchStage::kReceive: return "receive";
+    case DispatchStage::kH2D: return "h2d";
+    case DispatchStage::kKernel: return "kernel";
+    case DispatchStage::kD2H: return "d2h";
+    case DispatchStage::kSend: return "send";
+  }
+  return "unknown";
+}
 std::vector<double> Metrics::PhaseBuckets() { return Decades(-5, 3); }
 
 Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
@@ -137,7 +202,8 @@ Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
       .Register(r);
   sampled_.family = &prometheus::BuildCounter()
       .Name("arbiter_sampled_verifications_total")
-      .Help("Live dispatches also run through the reference and compared")
+      .Help("Live dispatches also run through the reference, by outcome: pass, fail (confirmed on "
+            "the daemon's own operands; quarantined), unconfirmed, unjudgeable")
       .Register(r);
   quarantines_.family = &prometheus::BuildCounter()
       .Name("arbiter_quarantines_total")
@@ -181,6 +247,33 @@ Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
   auto gauge = [&r](const char* name, const char* help) {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
   };
+  auto& stages = prometheus::BuildHistogram()
+      .Name("arbiter_dispatch_stage_seconds")
+      .Help("Host wall time of each stage of successful Matmuls: receive (arrival to request parsed), "
+            "h2d, kernel, d2h, send (reply serialized and sent)")
+      .Register(r);
+  for (DispatchStage stage : {DispatchStage::kReceive, DispatchStage::kH2D, DispatchStage::kKernel,
+                              DispatchStage::kD2H, DispatchStage::kSend}) {
+    stage_seconds_[static_cast<int>(stage)] =
+        &stages.Add({{"stage", DispatchStageName(stage)}}, StageBuckets());
+  }
+  regions_ = gauge("arbiter_regions", "Client memory regions mapped for zero-copy operands");
+  region_bytes_ = gauge("arbiter_region_bytes", "Bytes of client memory regions mapped");
+  tensors_ = gauge("arbiter_resident_tensors", "Resident tensors held");
+  tensor_bytes_ = gauge("arbiter_resident_bytes", "Bytes held by resident tensors");
+  sessions_ = gauge("arbiter_sessions", "Sessions open on the fd socket");
+  regions_by_uid_.family = &prometheus::BuildGauge()
+      .Name("arbiter_peer_regions")
+      .Help("Regions mapped, by the owning peer's uid")
+      .Register(r);
+  region_bytes_by_uid_.family = &prometheus::BuildGauge()
+      .Name("arbiter_peer_region_bytes")
+      .Help("Bytes of regions mapped, by the owning peer's uid")
+      .Register(r);
+  tensor_bytes_by_uid_.family = &prometheus::BuildGauge()
+      .Name("arbiter_peer_resident_bytes")
+      .Help("Bytes of resident tensors, by the owning peer's uid (-1: TCP peers)")
+      .Register(r);
   inflight_ = gauge("arbiter_inflight_requests", "RPCs being handled");
   queue_depth_ = gauge("arbiter_queue_depth", "Dispatches waiting for a device stream");
   verdicts_stored_ = gauge("arbiter_verdicts_stored", "Measured verdicts stored for this device");
@@ -214,7 +307,13 @@ Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
       const prometheus::Labels labels{{"candidate", c.name}, {"dtype", std::string(DTypeName(dtype))}};
       Preload(kernel_seconds_, labels);
       Preload(accuracy_violations_, labels);
-      Preload(sampled_, labels);
+      for (VerificationOutcome outcome :
+           {VerificationOutcome::kPass, VerificationOutcome::kFail,
+            VerificationOutcome::kUnconfirmed, VerificationOutcome::kUnjudgeable}) {
+        prometheus::Labels with_outcome = labels;
+        with_outcome["outcome"] = VerificationOutcomeName(outcome);
+        Preload(sampled_, with_outcome);
+      }
     }
     for (VerdictSource source : kAllSources) {
       Preload(dispatches_, {{"candidate", c.name},
@@ -304,13 +403,16 @@ void Metrics::OnQuarantine(const QuarantineEntry& q) {
 }
 
 void Metrics::OnVerification(const Problem& p, const Selection& s, double max_rel_error,
-                             bool pass) {
+                             VerificationOutcome outcome) {
   const std::string& candidate = s.candidate;
   const std::string dtype(DTypeName(p.dtype));
-  Get(sampled_, {{"candidate", candidate}, {"dtype", dtype}}).Increment();
+  Get(sampled_, {{"candidate", candidate}, {"dtype", dtype},
+                 {"outcome", VerificationOutcomeName(outcome)}})
+      .Increment();
+  if (outcome == VerificationOutcome::kUnjudgeable) return;
   Get(relative_error_, {{"candidate", candidate}, {"dtype", dtype}, {"origin", "sampled"}})
       .Set(max_rel_error);
-  if (!pass) {
+  if (outcome == VerificationOutcome::kFail) {
     Get(accuracy_violations_, {{"candidate", candidate}, {"dtype", dtype}}).Increment();
   }
 }
@@ -333,6 +435,35 @@ void Metrics::RefreshState() {
   set(verdicts_stored_, state.verdicts_stored);
   set(forces_active_, state.forces_active);
   set(candidates_quarantined_, state.candidates_quarantined);
+  set(sessions_, state.sessions);
+  if (state.regions) {
+    regions_->Set(static_cast<double>(state.regions->count));
+    region_bytes_->Set(static_cast<double>(state.regions->bytes));
+    SetPerUid(regions_by_uid_, region_uids_, *state.regions, false);
+    SetPerUid(region_bytes_by_uid_, region_uids_, *state.regions, true);
+    for (const auto& [uid, counts] : state.regions->per_uid) region_uids_.insert(uid);
+  }
+  if (state.tensors) {
+    tensors_->Set(static_cast<double>(state.tensors->count));
+    tensor_bytes_->Set(static_cast<double>(state.tensors->bytes));
+    SetPerUid(tensor_bytes_by_uid_, tensor_uids_, *state.tensors, true);
+    for (const auto& [uid, counts] : state.tensors->per_uid) tensor_uids_.insert(uid);
+  }
+}
+
+void Metrics::SetPerUid(Handles<prometheus::Gauge>& gauges, std::set<int>& seen,
+                        const ResidencyTotals& totals, bool bytes) {
+  for (int uid : seen) {
+    if (!totals.per_uid.contains(uid)) Get(gauges, {{"uid", std::to_string(uid)}}).Set(0);
+  }
+  for (const auto& [uid, counts] : totals.per_uid) {
+    Get(gauges, {{"uid", std::to_string(uid)}})
+        .Set(static_cast<double>(bytes ? counts.second : counts.first));
+  }
+}
+
+void Metrics::ObserveStage(DispatchStage stage, double seconds) {
+  stage_seconds_[static_cast<int>(stage)]->Observe(seconds);
 }
 
 void Metrics::RpcStarted() { inflight_->Increment(); }

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,7 @@
 
 #include "engine/arbiter.h"
 #include "engine/backend.h"
+#include "engine/region_table.h"
 #include "engine/registry.h"
 #include "engine/status.h"
 
@@ -69,7 +71,20 @@ struct MetricsState {
   std::optional<int64_t> verdicts_stored;         // measured verdicts of this device
   std::optional<int64_t> forces_active;
   std::optional<int64_t> candidates_quarantined;  // distinct candidates with an entry
+  std::optional<ResidencyTotals> regions;         // client memory mapped
+  std::optional<ResidencyTotals> tensors;         // resident tensors
+  std::optional<int64_t> sessions;                // fd socket sessions open
 };
+
+// The stages of one Matmul, for arbiter_dispatch_stage_seconds{stage}.
+enum class DispatchStage {
+  kReceive,  // "receive": the call's arrival to its request parsed
+  kH2D,      // "h2d": inline operands copied to the device
+  kKernel,   // "kernel": the kernel enqueued until it ended (host view)
+  kD2H,      // "d2h": C copied back for an inline reply
+  kSend,     // "send": the reply serialized and sent
+};
+const char* DispatchStageName(DispatchStage stage);
 
 class Metrics : public ArbiterObserver {
  public:
@@ -77,6 +92,7 @@ class Metrics : public ArbiterObserver {
   static std::vector<double> KernelBuckets();  // 1 us .. 10 s
   static std::vector<double> RpcBuckets();     // 100 us .. 100 s
   static std::vector<double> TuningBuckets();  // 10 ms .. 1000 s
+  static std::vector<double> StageBuckets();   // 1 us .. 10 s
   static std::vector<double> PhaseBuckets();   // 10 us .. 1000 s
 
   // Builds every family, and the series of `options.candidates`, at zero.
@@ -96,13 +112,18 @@ class Metrics : public ArbiterObserver {
   void OnTuning(const Problem& p, const Verdict& v, double wall_seconds) override;
   void OnQuarantine(const QuarantineEntry& q) override;
   // A live dispatch that was also run through the reference (sampled
-  // verification). Sets the sampled relative-error gauge; counts a violation
-  // when the output was outside the candidate's budget.
+  // verification), counted by outcome. Sets the sampled relative-error gauge
+  // (unless nothing could be judged); counts a violation only when the failure
+  // was confirmed on the daemon's own operands - a client's data is not a kernel's fault.
   void OnVerification(const Problem& p, const Selection& s, double max_rel_error,
-                      bool pass) override;
+                      VerificationOutcome outcome) override;
 
   // Health as reported by grpc.health.v1: arbiter_serving is 1 when SERVING.
   void SetServing(bool serving);
+
+  // One stage of a successful Matmul (receive and send come from the
+  // interceptor; the others from the handler).
+  void ObserveStage(DispatchStage stage, double seconds);
 
   // Installs the function read at each scrape to refresh the state gauges; it
   // runs on the scraping thread and must be thread-safe. Pass nullptr before
@@ -114,10 +135,14 @@ class Metrics : public ArbiterObserver {
   // sent, then arbiter_rpc_seconds / arbiter_rpcs_total by method (the name
   // after the last '/' of the gRPC path) and code. The Metrics must outlive
   // the server. Use either this or RpcScope in handlers, not both.
+  // `max_send_message_bytes` (0: none) is the server's send limit: a reply over
+  // it is refused here with RESOURCE_EXHAUSTED - what the client would get -
+  // and recorded with that code.
   //   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> f;
   //   f.push_back(metrics->NewInterceptorFactory());
   //   builder.experimental().SetInterceptorCreators(std::move(f));
-  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewInterceptorFactory();
+  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewInterceptorFactory(
+      int64_t max_send_message_bytes = 0);
 
   // One RPC: in flight from construction until Finish (or destruction, which
   // records it as CANCELLED if Finish was never called). `method` is the RPC's
@@ -159,6 +184,9 @@ class Metrics : public ArbiterObserver {
   template <typename T>
   void Preload(Handles<T>& handles, const prometheus::Labels& labels);
   void RefreshState();
+  // Sets `gauges` per uid from `totals`, and to 0 for uids seen before and gone now.
+  void SetPerUid(Handles<prometheus::Gauge>& gauges, std::set<int>& seen,
+                 const ResidencyTotals& totals, bool bytes);
 
   std::shared_ptr<prometheus::Registry> registry_;
 
@@ -182,10 +210,21 @@ class Metrics : public ArbiterObserver {
   prometheus::Gauge* forces_active_ = nullptr;
   prometheus::Gauge* candidates_quarantined_ = nullptr;
   prometheus::Gauge* serving_ = nullptr;
+  prometheus::Histogram* stage_seconds_[5] = {};  // by DispatchStage
+  prometheus::Gauge* regions_ = nullptr;
+  prometheus::Gauge* region_bytes_ = nullptr;
+  prometheus::Gauge* tensors_ = nullptr;
+  prometheus::Gauge* tensor_bytes_ = nullptr;
+  prometheus::Gauge* sessions_ = nullptr;
+  Handles<prometheus::Gauge> regions_by_uid_;       // {uid}
+  Handles<prometheus::Gauge> region_bytes_by_uid_;  // {uid}
+  Handles<prometheus::Gauge> tensor_bytes_by_uid_;  // {uid}
 
   // Held while the probe runs, so SetStateProbe(nullptr) waits out a scrape in progress.
   absl::Mutex probe_mu_;
   std::function<MetricsState()> probe_ ABSL_GUARDED_BY(probe_mu_);
+  std::set<int> region_uids_ ABSL_GUARDED_BY(probe_mu_);  // uids given a per-uid series
+  std::set<int> tensor_uids_ ABSL_GUARDED_BY(probe_mu_);
 };
 
 }  // namespace arbiter::server

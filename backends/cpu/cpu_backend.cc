@@ -2,11 +2,15 @@
 
 #include <cblas.h>
 
+#include <unistd.h>
+
 #include <thread>
 
 #include "backends/cpu/cpu_probe.h"
 #include "backends/cpu/cpu_stream.h"
 #include "backends/cpu/host_buffer.h"
+#include "backends/cpu/host_region.h"
+#include "absl/strings/str_cat.h"
 
 namespace arbiter {
 
@@ -30,6 +34,8 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
   info.multiprocessors = threads;
   info.cache_bytes =
       cpu::ReadLastLevelCacheBytes(options.sysfs_cpu_dir).value_or(kFallbackCacheBytes);
+  const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page_bytes > 0) info.memory_bytes = static_cast<int64_t>(pages) * page_bytes;
   // The OpenBLAS config names the core kernels it picked at load (DYNAMIC_ARCH),
   // so a different code path on another CPU gets another fingerprint.
   info.versions["openblas"] = openblas_get_config();
@@ -53,6 +59,17 @@ std::string CpuBackend::ArchitectureGap(const std::string& claim) const {
 absl::StatusOr<std::unique_ptr<Buffer>> CpuBackend::Allocate(size_t bytes) {
   ASSIGN_OR_RETURN(std::unique_ptr<cpu::HostBuffer> buffer, cpu::HostBuffer::Create(bytes));
   return std::unique_ptr<Buffer>(std::move(buffer));
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> CpuBackend::MapRegion(const RegionSource& source) {
+  if (source.kind != RegionKind::kHostMemfd) {
+    return absl::UnimplementedError(absl::StrCat("the cpu backend maps host shared memory only "
+                                                 "(REGION_KIND_HOST_MEMFD), not ",
+                                                 RegionKindName(source.kind)));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<cpu::HostRegion> region,
+                   cpu::HostRegion::Map(source.fd, static_cast<size_t>(source.bytes)));
+  return std::unique_ptr<Buffer>(std::move(region));
 }
 
 absl::StatusOr<std::unique_ptr<Stream>> CpuBackend::CreateStream() {

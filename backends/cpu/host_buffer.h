@@ -1,5 +1,7 @@
-// Host memory for the CPU backend: 64-byte aligned (a cache line, and the
-// widest vector load the CPU kernels issue), freed by the destructor.
+// Host memory for the CPU backend: 256-byte aligned - the operand alignment
+// the engine promises every candidate (kOperandAlignment in engine/arbiter.h),
+// and more than the cache line and widest vector load the CPU kernels need -
+// freed by the destructor.
 //
 // Not thread-safe: one owner, like every Buffer.
 #pragma once
@@ -13,7 +15,7 @@ namespace arbiter::cpu {
 
 class HostBuffer final : public Buffer {
  public:
-  static constexpr size_t kAlignment = 64;
+  static constexpr size_t kAlignment = 256;
 
   // RESOURCE_EXHAUSTED when the allocation fails.
   static absl::StatusOr<std::unique_ptr<HostBuffer>> Create(size_t bytes);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_regions.h"
 #include "backends/cuda/cuda_stream.h"
 #include "backends/cuda/device_pool.h"
 #include "backends/cuda/nvml_clock.h"
@@ -120,6 +121,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   info.arch = absl::StrCat("sm_", info.compute_capability);
   info.multiprocessors = p.multiProcessorCount;
   info.cache_bytes = p.l2CacheSize;
+  info.memory_bytes = static_cast<int64_t>(p.totalGlobalMem);
   info.uuid = UuidText(p.uuid);
   // The kernel driver build (580.x) changes cuBLAS heuristics and clocks policy; the CUDA
   // API level it supports (13.0) alone would let two driver builds share verdicts.
@@ -186,6 +188,22 @@ absl::StatusOr<std::unique_ptr<Stream>> CudaBackend::CreateStream() {
   ASSIGN_OR_RETURN(std::unique_ptr<CudaStream> s,
                    CudaStream::Create(impl_->pool, impl_->props, impl_->options));
   return std::unique_ptr<Stream>(std::move(s));
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> CudaBackend::MapRegion(const RegionSource& source) {
+  RETURN_IF_ERROR(StickyError());
+  const size_t bytes = static_cast<size_t>(source.bytes);
+  switch (source.kind) {
+    case RegionKind::kCudaVmmFd:
+      return MapVmmFd(impl_->options.device, source.fd, bytes);
+    case RegionKind::kCudaIpc:
+      return MapIpcHandle(impl_->options.device, source.ipc_handle, bytes);
+    case RegionKind::kHostMemfd:
+      break;
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      "the cuda backend maps GPU memory (REGION_KIND_CUDA_VMM_FD, REGION_KIND_CUDA_IPC), not ",
+      RegionKindName(source.kind)));
 }
 
 std::optional<double> CudaBackend::SmClockMhz() const {

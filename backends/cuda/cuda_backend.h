@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/status.h"
@@ -64,6 +65,11 @@ class CudaBackend final : public arbiter::Backend {
   absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t bytes) override;
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
   absl::Status Health() const override;
+  // Client GPU memory: CUDA VMM fds and legacy IPC handles (cuda_regions.h).
+  std::vector<RegionKind> RegionKinds() const override {
+    return {RegionKind::kCudaVmmFd, RegionKind::kCudaIpc};
+  }
+  absl::StatusOr<std::unique_ptr<Buffer>> MapRegion(const RegionSource& source) override;
   // Through NVML (nvml_clock.h); nullopt where libnvidia-ml.so.1 is not there.
   std::optional<double> SmClockMhz() const override;
 

@@ -225,6 +225,27 @@ absl::Status CudaStream::Reference(const Problem& p, const Buffer& a, const Buff
   return CopyToHostRaw(c->data(), out->data(), count * sizeof(double));
 }
 
+absl::Status CudaStream::WaitSharedEvent(std::string_view handle) {
+  if (handle.size() != sizeof(cudaIpcEventHandle_t)) {
+    return absl::InvalidArgumentError(absl::StrCat("wait_event: expected ", sizeof(cudaIpcEventHandle_t),
+                                                   " bytes (cudaIpcEventHandle_t), got ", handle.size()));
+  }
+  RETURN_IF_ERROR(Use());
+  cudaIpcEventHandle_t h;
+  std::memcpy(&h, handle.data(), sizeof h);
+  cudaEvent_t event = nullptr;
+  if (const cudaError_t err = cudaIpcOpenEventHandle(&event, h); err != cudaSuccess) {
+    cudaGetLastError();  // a stale handle is the client's error, not a broken context
+    return absl::FailedPreconditionError(absl::StrCat(
+        "wait_event: cudaIpcOpenEventHandle failed: ", cudaGetErrorName(err),
+        "; expected a live cudaIpcGetEventHandle of an event created with "
+        "cudaEventInterprocess | cudaEventDisableTiming"));
+  }
+  const absl::Status waited = CUDA_STATUS(cudaStreamWaitEvent(res_.stream, event, 0));
+  cudaEventDestroy(event);
+  return waited;
+}
+
 absl::Status CudaStream::ReferenceRows(const Problem& p, const Buffer& a, const Buffer& b,
                                       const std::vector<int64_t>& rows, std::vector<double>* c) {
   RETURN_IF_ERROR(CheckFits("ReferenceRows A", p.a_bytes(), a));

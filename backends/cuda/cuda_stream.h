@@ -42,6 +42,9 @@ class CudaStream final : public Stream {
   absl::Status Synchronize() override;
   absl::Status Reference(const Problem& p, const Buffer& a, const Buffer& b,
                          std::vector<double>* c) override;
+  // Opens the cudaIpcEventHandle_t, makes the stream wait on it, and closes it
+  // (the wait stays enqueued).
+  absl::Status WaitSharedEvent(std::string_view handle) override;
   // The measurer's checks on the device: only the sampled rows, or a count, come back.
   absl::Status ReferenceRows(const Problem& p, const Buffer& a, const Buffer& b,
                              const std::vector<int64_t>& rows, std::vector<double>* c) override;

@@ -91,8 +91,21 @@ bool CpuSupports(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kAuto:
     case CpuIsa::kBaseline: return true;
+#if defined(__clang__) && __clang_major__ < 15
+    // clang 14 (the sanitizer and fuzz builds) knows no level names here: the
+    // levels' defining features (F16C, LZCNT and MOVBE, which it cannot query,
+    // came in the same CPUs as AVX2 + FMA + BMI2).
+    case CpuIsa::kX86_64_V3:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
+    case CpuIsa::kX86_64_V4:
+      return CpuSupports(CpuIsa::kX86_64_V3) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512cd") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#else
     case CpuIsa::kX86_64_V3: return __builtin_cpu_supports("x86-64-v3");
     case CpuIsa::kX86_64_V4: return __builtin_cpu_supports("x86-64-v4");
+#endif
   }
   return false;
 }

@@ -68,7 +68,7 @@ CandidateSpec CublasLt(int rank, std::shared_ptr<LtAlgorithms> algorithms) {
 CandidateSpec CublasPadded() {
   CandidateSpec spec;
   spec.name = "cublas_padded";
-  spec.version = 1;
+  spec.version = 2;  // v2: one copy kernel per operand instead of 2-D memcpy + memset
   spec.tier = 2;
   spec.description = "cublasGemmEx on copies padded to leading dims % 8 == 0";
   for (DType dtype : kDTypes) {

@@ -12,7 +12,8 @@ namespace arbiter {
 namespace {
 
 // Bump when the kernel's code changes, so verdicts measured on the old code are not served.
-constexpr int kVersion = 1;
+// v2: the kernel template gained the cp.async and split-K paths.
+constexpr int kVersion = 2;
 
 // f32 accumulation of K products in a fixed order; the final rounding to the
 // dtype is the tolerance's u(dtype) term. The accumulation error measured on the
@@ -40,6 +41,11 @@ absl::Status RunWgmma(wgmma::WgmmaTile tile, DType dtype, const GemmArgs& args) 
   launch.b = args.b;
   launch.c = args.c;
   launch.num_sms = res.props != nullptr ? res.props->multiProcessorCount : 0;
+  if (wgmma::WgmmaTileCopiesB(tile) && p.n % 8 == 0) {
+    // The TMA tiles serve these at least as fast; racing both only costs tuning time.
+    return absl::UnimplementedError(absl::StrCat(CandidateName(tile), " declines ", p.ToString(),
+                                                 ": N % 8 == 0 goes to the TMA tiles"));
+  }
   if (const char* why = wgmma::WgmmaUnsupportedReason(launch)) {
     return absl::UnimplementedError(absl::StrCat(CandidateName(tile), " declines ", p.ToString(), ": ", why));
   }
@@ -55,14 +61,21 @@ CandidateMember Member(wgmma::WgmmaTile tile, DType dtype) {
   member.contract.accuracy = kBudget;
   // One CTA per C tile, K walked in a fixed order, no atomics, and a tile
   // shape that does not depend on M: rows of C do not depend on M or the run.
-  member.contract.determinism = Determinism::kBatchInvariant;
+  // The split tile adds its cluster's partials in rank order (bitwise
+  // repeatable), but its split count follows the tile count, hence M.
+  member.contract.determinism = wgmma::WgmmaTileSplitsK(tile) ? Determinism::kRunToRun
+                                                              : Determinism::kBatchInvariant;
   // wgmma and setmaxnreg exist only in sm_90a code (built -gencode
   // arch=compute_90a,code=sm_90a, no PTX to JIT elsewhere).
   member.contract.arch = "sm_90a";
   // TMA needs 16-byte global row strides: K % 8 for A, N % 8 for B. Any M:
-  // TMA zero-fills rows past M and the epilogue guards its stores.
+  // TMA zero-fills rows past M and the epilogue guards its stores. The
+  // cp.async tiles copy B and store C 4 bytes at a time: N need only be even.
   member.contract.shape.align_k = 8;
-  member.contract.shape.align_n = 8;
+  member.contract.shape.align_n = wgmma::WgmmaTileCopiesB(tile) ? 2 : 8;
+  // The split tile is for few output tiles; past a thousand rows the 128-row
+  // tiles fill the SMs on their own.
+  if (wgmma::WgmmaTileSplitsK(tile)) member.contract.shape.max_m = 1024;
   member.run = [tile, dtype](const GemmArgs& args) { return RunWgmma(tile, dtype, args); };
   return member;
 }
@@ -86,6 +99,13 @@ std::vector<CandidateSpec> MakeWgmmaCandidates() {
                                 "Hopper TMA + wgmma, 128x128 tiles, 6 stages, persistent grid"));
   specs.push_back(MakeCandidate(wgmma::WgmmaTile::k128x256,
                                 "Hopper TMA + wgmma, 128x256 tiles, 4 stages, persistent grid"));
+  // The cp.async tiles (ragged even N) are not listed: on the H200 they ran at
+  // half the speed of cublas_padded (512x30522x768 f16: 183 us against 89 us,
+  // DRAM 8% busy - 4-byte copies cannot keep enough bytes in flight), so racing
+  // them would only cost tuning time. bench/transformer still measures them.
+  specs.push_back(MakeCandidate(
+      wgmma::WgmmaTile::k64x256SplitK,
+      "64x256 wgmma, tiles' K split over up to 8 cluster CTAs, partials added in DSMEM"));
   return specs;
 }
 

@@ -1,6 +1,7 @@
 // The wgmma GEMM kernels and their launcher; see wgmma_gemm.h for the design.
 #include "kernels/wgmma/wgmma_gemm.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include <cuda.h>          // CUtensorMap and its enums (types only: libcuda is not linked)
@@ -11,30 +12,34 @@
 namespace arbiter::wgmma {
 namespace {
 
-constexpr int kBlockM = 128;
 // 64 16-bit elements = 128 bytes: one row of the 128B swizzle pattern, the
 // widest K box TMA can swizzle, and four k16 steps of wgmma per stage.
 constexpr int kBlockK = 64;
-constexpr int kConsumers = 2;  // consumer warpgroups; each owns 64 rows of the tile
-constexpr int kThreads = 128 * (1 + kConsumers);
 // The producer needs a handful of registers; the consumers hold up to 128 f32
 // accumulators each (m64n256). 128*40 + 256*232 = 64512 <= 65536.
 constexpr int kProducerRegs = 40;
 constexpr int kConsumerRegs = 232;
-static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536);
 constexpr int kGroupM = 16;  // ~sqrt(132 SMs * 2): a near-square block of tiles in flight
+constexpr int kMaxSplits = 8;  // portable cluster size
 
 // Epilogue: each consumer stages its 64 rows of C through two 64 x 64 boxes
 // (128B-swizzled, 8 KB each) that TMA stores to global memory, so the global
 // writes run asynchronously under the next tile's mainloop and TMA clips the
 // ragged edges. Two boxes per consumer: one is filled while the other drains.
 constexpr int kStoreBoxBytes = 64 * 64 * 2;
-constexpr int kStagingBytes = kConsumers * 2 * kStoreBoxBytes;
 
-template <int kBlockN_, int kStages_>
+// kSplitK: the K blocks of a tile are split over the CTAs of a thread-block
+// cluster (up to 8), which add their f32 partials through distributed shared
+// memory in rank order; the reduction buffer shares its space with the C
+// staging boxes (a launch uses one or the other).
+template <int kBlockM_, int kBlockN_, int kStages_, bool kSplitK_ = false>
 struct TileConfig {
+  static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
+  static constexpr bool kSplitK = kSplitK_;
+  static constexpr int kConsumers = kBlockM / 64;  // consumer warpgroups; each owns 64 rows
+  static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kABytes = kBlockM * kBlockK * 2;
   // B is K x N row-major (MN-major for wgmma): one TMA box is 64 k-rows x 64
   // columns (128 bytes, one swizzle row), and a stage holds kBlockN / 64 boxes.
@@ -42,16 +47,25 @@ struct TileConfig {
   static constexpr int kBChunks = kBlockN / 64;
   static constexpr int kBBytes = kBChunks * kBChunkBytes;
   static constexpr int kAccumulators = kBlockN / 2;  // f32 per thread for m64nN
-  // Stages, the C staging boxes, full and empty barriers, and slack to align
-  // the base to 1024.
+  static constexpr int kStagingBytes = kConsumers * 2 * kStoreBoxBytes;
+  static constexpr int kRedStride = kBlockN + 4;  // floats per partial row (16-byte rows)
+  static constexpr int kReduceBytes = kSplitK ? kBlockM * kRedStride * 4 : 0;
+  static constexpr int kEpilogueBytes = kStagingBytes > kReduceBytes ? kStagingBytes : kReduceBytes;
+  // Stages, the epilogue region, full and empty barriers (+ the split
+  // reduction's ready and free barriers), and slack to align the base to 1024.
   static constexpr int kSmemBytes =
-      kStages * (kABytes + kBBytes) + kStagingBytes + 2 * kStages * 8 + 1024;
+      kStages * (kABytes + kBBytes) + kEpilogueBytes + 2 * kStages * 8 + 2 * 8 + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared-memory limit per block");
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536);
+  static_assert(!kSplitK || kConsumers == 1, "split partials are reduced per 64-row warpgroup");
 };
 // With 32 KB of C staging, 4 stages of 48 KB is all that fits; 6 stages of
-// 32 KB hide TMA latency at 128x128.
-using Config128x256 = TileConfig<256, 4>;
-using Config128x128 = TileConfig<128, 6>;
+// 32 KB hide TMA latency at 128x128. The split tile is for few output tiles
+// (M <= 64-ish against a wide weight): B-stream bound, so 4 stages of 32 KB of
+// B in flight, one consumer warpgroup.
+using Config128x256 = TileConfig<128, 256, 4>;
+using Config128x128 = TileConfig<128, 128, 6>;
+using Config64x256SplitK = TileConfig<64, 256, 4, true>;
 
 // ---------------------------------------------------------------- device helpers
 
@@ -127,6 +141,54 @@ __device__ __forceinline__ void WarpgroupBarrier(int id) {
 }
 __device__ __forceinline__ void StoreShared(uint32_t addr, uint32_t value) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
+}
+// Waits for a barrier phase completed by arrivals from other CTAs of the
+// cluster (acquire at cluster scope: their prior shared-memory writes are visible).
+__device__ __forceinline__ void BarrierWaitCluster(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+// The address of `addr` (this CTA's shared memory) in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t MapRank(uint32_t addr, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  return remote;
+}
+// Arrives (release at cluster scope) on a barrier in another CTA of the cluster.
+__device__ __forceinline__ void BarrierArriveRemote(uint32_t remote_bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar)
+               : "memory");
+}
+__device__ __forceinline__ float4 LoadCluster4(uint32_t remote) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void StoreShared2(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+__device__ __forceinline__ void ClusterSync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" :::
+                   "memory");
+}
+
+// 4-byte global->shared copy; zero-filled past src_bytes (0 or 4).
+__device__ __forceinline__ void CpAsync4(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
+               : "memory");
 }
 
 // Shared-memory matrix descriptor, 128B swizzle. Addresses and offsets are in
@@ -252,13 +314,27 @@ __device__ __forceinline__ uint32_t PackPair(float x, float y) {
 
 // ---------------------------------------------------------------- the kernel
 
-template <class Cfg, bool kBf16>
-__global__ void __launch_bounds__(kThreads, 1)
+// kCpAsyncB: B is copied by the producer warpgroup's 128 threads with 4-byte
+// cp.async into the same 128B-swizzled layout TMA would write, and C is
+// stored straight from the accumulators: neither needs a 16-byte row stride,
+// so any even N runs with no padded copy (b and c are read then; the B and C
+// tensor maps are not).
+//
+// Split configs (Cfg::kSplitK) with splits > 1 run in clusters of `splits`
+// CTAs along x: cluster blockIdx.x / splits walks the tiles, and rank r =
+// blockIdx.x % splits computes k-blocks [r * kb_per_split, (r + 1) *
+// kb_per_split) of each; the partials meet in distributed shared memory.
+template <class Cfg, bool kBf16, bool kCpAsyncB>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
     WgmmaGemmKernel(const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_b,
-                    const __grid_constant__ CUtensorMap map_c, int m, int n, int k) {
+                    const __grid_constant__ CUtensorMap map_c, int m, int n, int k,
+                    const uint16_t* __restrict__ b, uint16_t* __restrict__ c, int splits,
+                    int kb_per_split) {
   constexpr int kStages = Cfg::kStages;
   constexpr int kBlockN = Cfg::kBlockN;
+  constexpr int kBlockM = Cfg::kBlockM;
+  constexpr int kConsumers = Cfg::kConsumers;
   extern __shared__ uint8_t smem_raw[];
   // The 128B swizzle pattern repeats every 1024 bytes and wgmma descriptors
   // assume each stage starts on that boundary.
@@ -266,56 +342,123 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t a_base = base;
   const uint32_t b_base = a_base + kStages * Cfg::kABytes;
   const uint32_t staging_base = b_base + kStages * Cfg::kBBytes;  // C boxes, 1024-aligned
-  const uint32_t full_base = staging_base + kStagingBytes;        // TMA bytes landed
+  const uint32_t full_base = staging_base + Cfg::kEpilogueBytes;  // TMA bytes landed
   const uint32_t empty_base = full_base + kStages * 8;         // consumers done reading
+  // Split reduction: every rank's partial is in (ready), every rank has read
+  // this CTA's partial (free). `splits` arrivals each, from across the cluster.
+  const uint32_t red_ready = empty_base + kStages * 8;
+  const uint32_t red_free = red_ready + 8;
+  const bool split = Cfg::kSplitK && splits > 1;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      BarrierInit(full_base + 8 * s, 1);                   // the producer's expect_tx arrival
+      // The producer's expect_tx arrival, and with kCpAsyncB one cp.async
+      // arrival per producer thread.
+      BarrierInit(full_base + 8 * s, kCpAsyncB ? 1 + 128 : 1);
       BarrierInit(empty_base + 8 * s, kConsumers * 4);     // one arrival per consumer warp
+    }
+    if (split) {
+      BarrierInit(red_ready, splits);
+      BarrierInit(red_free, splits);
     }
     // Make the initialized barriers visible to the async proxy (TMA).
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   }
   __syncthreads();
+  // No CTA arrives on another's barriers before they are initialized.
+  if (split) ClusterSync();
+  const int rank = split ? static_cast<int>(blockIdx.x) % splits : 0;
+  const int first_tile = split ? static_cast<int>(blockIdx.x) / splits : static_cast<int>(blockIdx.x);
+  const int tile_step = split ? static_cast<int>(gridDim.x) / splits : static_cast<int>(gridDim.x);
 
   const int tiles_m = (m + kBlockM - 1) / kBlockM;
   const int tiles_n = (n + kBlockN - 1) / kBlockN;
   const int tiles = tiles_m * tiles_n;
   const int k_blocks = (k + kBlockK - 1) / kBlockK;
+  const int kb_begin = split ? rank * kb_per_split : 0;
+  const int kb_end = split ? min(k_blocks, kb_begin + kb_per_split) : k_blocks;
   const int warpgroup = threadIdx.x / 128;
 
   if (warpgroup == 0) {
     // Producer: one thread issues every TMA load; the rest of the warpgroup
     // only gives its registers back to the consumers.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
-    if (threadIdx.x == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
-      int it = 0;  // k-blocks issued by this CTA, across tiles: stage = it % kStages
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int m_tile, n_tile;
-        WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
-        const int m0 = m_tile * kBlockM;
-        const int n0 = n_tile * kBlockN;
-        // B boxes wholly past N are skipped: those columns are never stored,
-        // and each column of C depends only on the same column of B.
-        const int chunks_left = (n - n0 + 63) / 64;
-        const int chunks = chunks_left < Cfg::kBChunks ? chunks_left : Cfg::kBChunks;
-        const uint32_t bytes = Cfg::kABytes + chunks * Cfg::kBChunkBytes;
-        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-          const int s = it % kStages;
-          BarrierWait(empty_base + 8 * s, ((it / kStages) & 1) ^ 1);
-          const uint32_t full = full_base + 8 * s;
-          BarrierExpectTx(full, bytes);
-          TmaLoad2d(a_base + s * Cfg::kABytes, &map_a, full, kb * kBlockK, m0);
-          for (int j = 0; j < chunks; ++j) {
-            TmaLoad2d(b_base + s * Cfg::kBBytes + j * Cfg::kBChunkBytes, &map_b, full,
-                      n0 + 64 * j, kb * kBlockK);
+    if constexpr (!kCpAsyncB) {
+      if (threadIdx.x == 0) {
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+        int it = 0;  // k-blocks issued by this CTA, across tiles: stage = it % kStages
+        for (int tile = first_tile; tile < tiles; tile += tile_step) {
+          int m_tile, n_tile;
+          WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
+          const int m0 = m_tile * kBlockM;
+          const int n0 = n_tile * kBlockN;
+          // B boxes wholly past N are skipped: those columns are never stored,
+          // and each column of C depends only on the same column of B.
+          const int chunks_left = (n - n0 + 63) / 64;
+          const int chunks = chunks_left < Cfg::kBChunks ? chunks_left : Cfg::kBChunks;
+          const uint32_t bytes = Cfg::kABytes + chunks * Cfg::kBChunkBytes;
+          for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
+            const int s = it % kStages;
+            BarrierWait(empty_base + 8 * s, ((it / kStages) & 1) ^ 1);
+            const uint32_t full = full_base + 8 * s;
+            BarrierExpectTx(full, bytes);
+            TmaLoad2d(a_base + s * Cfg::kABytes, &map_a, full, kb * kBlockK, m0);
+            for (int j = 0; j < chunks; ++j) {
+              TmaLoad2d(b_base + s * Cfg::kBBytes + j * Cfg::kBChunkBytes, &map_b, full,
+                        n0 + 64 * j, kb * kBlockK);
+            }
           }
         }
       }
+    } else {
+      // Thread t copies column pair p = t % (kBlockN / 2) of k rows t / (kBlockN / 2),
+      // + 128 / (kBlockN / 2), ...: a warp covers 128 contiguous bytes of a B row.
+      // Element (r, col) of a 64-column box lands at row r * 128 + 16-byte
+      // chunk (col / 8) ^ (r % 8), the TMA 128B swizzle. Rows past K are
+      // zero-filled (they would add to real outputs); columns past N too.
+      constexpr int kPairs = kBlockN / 2;
+      constexpr int kRowStep = 128 / kPairs;
+      const int t = threadIdx.x;
+      const int pair = t % kPairs;
+      const int first_row = t / kPairs;
+      const int box_col = (2 * pair) % 64;
+      const uint32_t col_offset = (2 * pair) / 64 * Cfg::kBChunkBytes + (box_col % 8) * 2;
+      const uint32_t chunk = box_col / 8;
+      if (t == 0) {
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+      }
+      int it = 0;
+      for (int tile = first_tile; tile < tiles; tile += tile_step) {
+        int m_tile, n_tile;
+        WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
+        const int m0 = m_tile * kBlockM;
+        const int col = n_tile * kBlockN + 2 * pair;
+        const bool col_ok = col < n;
+        for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
+          const int s = it % kStages;
+          // Every copying thread waits until the consumers have freed the stage.
+          BarrierWait(empty_base + 8 * s, ((it / kStages) & 1) ^ 1);
+          const uint32_t full = full_base + 8 * s;
+          if (t == 0) {
+            BarrierExpectTx(full, Cfg::kABytes);
+            TmaLoad2d(a_base + s * Cfg::kABytes, &map_a, full, kb * kBlockK, m0);
+          }
+          const uint32_t dst = b_base + s * Cfg::kBBytes + col_offset;
+#pragma unroll 4
+          for (int r = first_row; r < kBlockK; r += kRowStep) {
+            const int row = kb * kBlockK + r;
+            const bool ok = col_ok && row < k;
+            const uint16_t* src = ok ? b + static_cast<int64_t>(row) * n + col : b;
+            CpAsync4(dst + r * 128 + ((chunk ^ (r & 7)) << 4), src, ok ? 4 : 0);
+          }
+          // Arrives on `full` once this thread's copies have landed.
+          asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(full) : "memory");
+        }
+      }
+      // No copy of this thread is left in flight when it exits.
+      asm volatile("cp.async.wait_all;" ::: "memory");
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
@@ -328,12 +471,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < Cfg::kAccumulators; ++i) acc[i] = 0.0f;
 
     int it = 0;
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    int tiles_done = 0;  // split reduction phases completed by this CTA
+    for (int tile = first_tile; tile < tiles; tile += tile_step) {
       int m_tile, n_tile;
       WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
-      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
         const int s = it % kStages;
         BarrierWait(full_base + 8 * s, (it / kStages) & 1);
+        if constexpr (kCpAsyncB) {
+          // B was written by cp.async (the generic proxy); wgmma reads through
+          // the async proxy.
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        }
         const uint32_t a_stage = a_base + s * Cfg::kABytes + consumer * 64 * 128;
         const uint32_t b_stage = b_base + s * Cfg::kBBytes;
         WgmmaFence();
@@ -343,10 +492,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           // (2048 bytes) down B's boxes.
           const uint64_t desc_a = SmemDesc(a_stage + 32 * kk, 16, 1024);
           const uint64_t desc_b = SmemDesc(b_stage + 2048 * kk, Cfg::kBChunkBytes, 1024);
-          Mma<kBlockN, kBf16>(acc, desc_a, desc_b, (kb | kk) != 0 ? 1u : 0u);
+          Mma<kBlockN, kBf16>(acc, desc_a, desc_b, (kb != kb_begin || kk != 0) ? 1u : 0u);
         }
         WgmmaCommit();
-        if (kb > 0) {
+        if (kb > kb_begin) {
           // Keep this k-block's wgmma in flight; the previous one has finished
           // reading its stage, so hand that stage back to the producer.
           WgmmaWait<1>();
@@ -357,6 +506,80 @@ __global__ void __launch_bounds__(kThreads, 1)
       FenceAccumulators(acc);
       if (lane == 0) BarrierArrive(empty_base + 8 * ((it - 1) % kStages));
 
+      if constexpr (Cfg::kSplitK) {
+        if (split) {
+          // 1. This CTA's partial, f32, into its reduction buffer, once every
+          //    rank has read the previous tile's.
+          if (tiles_done > 0) BarrierWaitCluster(red_free, (tiles_done - 1) & 1);
+          const int r = warp * 16 + lane / 4;
+#pragma unroll
+          for (int j = 0; j < kBlockN / 8; ++j) {
+            const uint32_t at = staging_base + (r * Cfg::kRedStride + 8 * j + 2 * (lane % 4)) * 4;
+            StoreShared2(at, acc[4 * j], acc[4 * j + 1]);
+            StoreShared2(at + 8 * Cfg::kRedStride * 4, acc[4 * j + 2], acc[4 * j + 3]);
+          }
+          WarpgroupBarrier(1);
+          // 2. Tell every rank it is there (release at cluster scope).
+          if (leader) {
+            asm volatile("fence.acq_rel.cluster;" ::: "memory");
+            for (int q = 0; q < splits; ++q) BarrierArriveRemote(MapRank(red_ready, q));
+          }
+          // 3. Once all partials are in, this rank adds its share of the rows
+          //    over ranks 0, 1, ... in that order and stores them.
+          BarrierWaitCluster(red_ready, tiles_done & 1);
+          const int share = (kBlockM + splits - 1) / splits;
+          const int row_lo = rank * share;
+          const int row_hi = min(kBlockM, row_lo + share);
+          const int quads = kBlockN / 4;
+          for (int idx = threadIdx.x % 128; idx < (row_hi - row_lo) * quads; idx += 128) {
+            const int row = row_lo + idx / quads;
+            const int col4 = idx % quads;
+            const uint32_t at = staging_base + (row * Cfg::kRedStride + 4 * col4) * 4;
+            float4 sum = LoadCluster4(MapRank(at, 0));
+            for (int q = 1; q < splits; ++q) {
+              const float4 v = LoadCluster4(MapRank(at, q));
+              sum.x += v.x;
+              sum.y += v.y;
+              sum.z += v.z;
+              sum.w += v.w;
+            }
+            const int grow = m_tile * kBlockM + row;
+            const int gcol = n_tile * kBlockN + 4 * col4;
+            // N % 8 == 0 (TMA B): a quad starting inside C lies wholly inside.
+            if (grow < m && gcol < n) {
+              const uint2 packed = make_uint2(PackPair<kBf16>(sum.x, sum.y), PackPair<kBf16>(sum.z, sum.w));
+              *reinterpret_cast<uint2*>(c + static_cast<int64_t>(grow) * n + gcol) = packed;
+            }
+          }
+          // 4. Done reading every rank's buffer for this tile.
+          WarpgroupBarrier(1);
+          if (leader) {
+            for (int q = 0; q < splits; ++q) BarrierArriveRemote(MapRank(red_free, q));
+          }
+          ++tiles_done;
+          continue;
+        }
+      }
+
+      if constexpr (kCpAsyncB) {
+        // Straight from the accumulators: rows r and r + 8, two adjacent columns
+        // per 8-column chunk, one 4-byte store each (N even keeps them aligned).
+        const int row = m_tile * kBlockM + consumer * 64 + warp * 16 + lane / 4;
+#pragma unroll
+        for (int j = 0; j < kBlockN / 8; ++j) {
+          const int col = n_tile * kBlockN + 8 * j + 2 * (lane % 4);
+          if (col >= n) continue;
+          if (row < m) {
+            *reinterpret_cast<uint32_t*>(c + static_cast<int64_t>(row) * n + col) =
+                PackPair<kBf16>(acc[4 * j], acc[4 * j + 1]);
+          }
+          if (row + 8 < m) {
+            *reinterpret_cast<uint32_t*>(c + static_cast<int64_t>(row + 8) * n + col) =
+                PackPair<kBf16>(acc[4 * j + 2], acc[4 * j + 3]);
+          }
+        }
+        continue;
+      }
       // Epilogue, one 64 x 64 box at a time. The m64nN accumulator layout gives
       // each thread rows r and r + 8 (r = 16 * warp + lane / 4) and, in each
       // 8-column chunk j, columns 2 * (lane % 4) and + 1: one 4-byte word of
@@ -390,8 +613,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
-    // Shared memory must outlive the reads of the last stores.
+    // Shared memory must outlive the reads of the last stores, and of the
+    // other ranks' reads of the last partial.
     if (leader) BulkWaitAll();
+    if (split && tiles_done > 0) BarrierWaitCluster(red_free, (tiles_done - 1) & 1);
   }
 }
 
@@ -431,7 +656,7 @@ cudaError_t EncodeTensorMap(CUtensorMap* map, WgmmaDType dtype, const void* data
 // Raises the kernel's dynamic shared-memory limit once per device. Templated on
 // the instantiation (not the kernel's type, which all instantiations share) so
 // each kernel keeps its own record.
-template <class Cfg, bool kBf16>
+template <class Cfg, bool kBf16, bool kCpAsyncB>
 cudaError_t EnsureSmemLimit() {
   constexpr int kMaxDevices = 64;
   static std::atomic<bool> done[kMaxDevices] = {};
@@ -439,27 +664,67 @@ cudaError_t EnsureSmemLimit() {
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
   if (device < kMaxDevices && done[device].load(std::memory_order_acquire)) return cudaSuccess;
-  err = cudaFuncSetAttribute(WgmmaGemmKernel<Cfg, kBf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             Cfg::kSmemBytes);
+  err = cudaFuncSetAttribute(WgmmaGemmKernel<Cfg, kBf16, kCpAsyncB>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err == cudaSuccess && device < kMaxDevices) done[device].store(true, std::memory_order_release);
   return err;
 }
 
-template <class Cfg, bool kBf16>
+template <class Cfg, bool kBf16, bool kCpAsyncB>
 cudaError_t LaunchConfig(const WgmmaGemmArgs& args, const WgmmaGeometry& geometry,
                          cudaStream_t stream) {
-  cudaError_t err = EnsureSmemLimit<Cfg, kBf16>();
+  cudaError_t err = EnsureSmemLimit<Cfg, kBf16, kCpAsyncB>();
   if (err != cudaSuccess) return err;
   CUtensorMap map_a, map_b, map_c;
-  err = EncodeTensorMap(&map_a, args.dtype, args.a, args.k, args.m, kBlockK, kBlockM);
+  err = EncodeTensorMap(&map_a, args.dtype, args.a, args.k, args.m, kBlockK, Cfg::kBlockM);
   if (err != cudaSuccess) return err;
-  err = EncodeTensorMap(&map_b, args.dtype, args.b, args.n, args.k, 64, kBlockK);
+  if constexpr (kCpAsyncB) {
+    // Not read by the kernel (B and C go through cp.async and plain stores).
+    map_b = map_a;
+    map_c = map_a;
+  } else {
+    err = EncodeTensorMap(&map_b, args.dtype, args.b, args.n, args.k, 64, kBlockK);
+    if (err != cudaSuccess) return err;
+    err = EncodeTensorMap(&map_c, args.dtype, args.c, args.n, args.m, 64, 64);
+    if (err != cudaSuccess) return err;
+  }
+  const auto* b = static_cast<const uint16_t*>(args.b);
+  auto* c = static_cast<uint16_t*>(args.c);
+  const int m = static_cast<int>(args.m), n = static_cast<int>(args.n), k = static_cast<int>(args.k);
+  auto* kernel = &WgmmaGemmKernel<Cfg, kBf16, kCpAsyncB>;
+  if (geometry.splits == 1) {
+    kernel<<<geometry.grid_x, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
+        map_a, map_b, map_c, m, n, k, b, c, 1, 0);
+    return cudaGetLastError();
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(geometry.grid_x));
+  config.blockDim = dim3(Cfg::kThreads);
+  config.dynamicSmemBytes = Cfg::kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute cluster[1];
+  cluster[0].id = cudaLaunchAttributeClusterDimension;
+  cluster[0].val.clusterDim.x = static_cast<unsigned>(geometry.splits);
+  cluster[0].val.clusterDim.y = 1;
+  cluster[0].val.clusterDim.z = 1;
+  config.attrs = cluster;
+  config.numAttrs = 1;
+  // A GPC holds only so many clusters of `splits` SMs: the persistent grid
+  // asks for no more than are co-resident (once per split count; the clusters
+  // walk the tiles whatever their number).
+  static std::atomic<int> resident[kMaxSplits + 1] = {};
+  int clusters = resident[geometry.splits].load(std::memory_order_relaxed);
+  if (clusters == 0) {
+    err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+    if (err != cudaSuccess) return err;
+    clusters = std::max(clusters, 1);
+    resident[geometry.splits].store(clusters, std::memory_order_relaxed);
+  }
+  config.gridDim.x = static_cast<unsigned>(std::min(geometry.grid_x / geometry.splits, clusters) *
+                                           geometry.splits);
+  err = cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, m, n, k, b, c, geometry.splits,
+                           geometry.kb_per_split);
   if (err != cudaSuccess) return err;
-  err = EncodeTensorMap(&map_c, args.dtype, args.c, args.n, args.m, 64, 64);
-  if (err != cudaSuccess) return err;
-  WgmmaGemmKernel<Cfg, kBf16><<<geometry.grid_x, kThreads, Cfg::kSmemBytes, stream>>>(
-      map_a, map_b, map_c, static_cast<int>(args.m),
-      static_cast<int>(args.n), static_cast<int>(args.k));
   return cudaGetLastError();
 }
 
@@ -468,9 +733,15 @@ cudaError_t LaunchDType(const WgmmaGemmArgs& args, const WgmmaGeometry& geometry
                         cudaStream_t stream) {
   switch (args.tile) {
     case WgmmaTile::k128x128:
-      return LaunchConfig<Config128x128, kBf16>(args, geometry, stream);
+      return LaunchConfig<Config128x128, kBf16, false>(args, geometry, stream);
     case WgmmaTile::k128x256:
-      return LaunchConfig<Config128x256, kBf16>(args, geometry, stream);
+      return LaunchConfig<Config128x256, kBf16, false>(args, geometry, stream);
+    case WgmmaTile::k128x128CpAsync:
+      return LaunchConfig<Config128x128, kBf16, true>(args, geometry, stream);
+    case WgmmaTile::k128x256CpAsync:
+      return LaunchConfig<Config128x256, kBf16, true>(args, geometry, stream);
+    case WgmmaTile::k64x256SplitK:
+      return LaunchConfig<Config64x256SplitK, kBf16, false>(args, geometry, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -487,18 +758,63 @@ const char* WgmmaTileName(WgmmaTile tile) {
       return "128x128";
     case WgmmaTile::k128x256:
       return "128x256";
+    case WgmmaTile::k128x128CpAsync:
+      return "128x128_cpasync";
+    case WgmmaTile::k128x256CpAsync:
+      return "128x256_cpasync";
+    case WgmmaTile::k64x256SplitK:
+      return "64x256_splitk";
   }
   return "unknown";
 }
 
-WgmmaGeometry WgmmaLaunchGeometry(WgmmaTile tile, int64_t m, int64_t n, int num_sms) {
+int WgmmaTileM(WgmmaTile tile) {
+  return tile == WgmmaTile::k64x256SplitK ? Config64x256SplitK::kBlockM : Config128x256::kBlockM;
+}
+
+int WgmmaTileN(WgmmaTile tile) {
+  return tile == WgmmaTile::k128x128 || tile == WgmmaTile::k128x128CpAsync
+             ? Config128x128::kBlockN
+             : Config128x256::kBlockN;
+}
+
+bool WgmmaTileCopiesB(WgmmaTile tile) {
+  return tile == WgmmaTile::k128x128CpAsync || tile == WgmmaTile::k128x256CpAsync;
+}
+
+bool WgmmaTileSplitsK(WgmmaTile tile) { return tile == WgmmaTile::k64x256SplitK; }
+
+WgmmaGeometry WgmmaLaunchGeometry(WgmmaTile tile, int64_t m, int64_t n, int64_t k, int num_sms) {
   WgmmaGeometry g;
-  g.tile_m = kBlockM;
-  g.tile_n = tile == WgmmaTile::k128x256 ? Config128x256::kBlockN : Config128x128::kBlockN;
+  g.tile_m = WgmmaTileM(tile);
+  g.tile_n = WgmmaTileN(tile);
   g.tiles_m = static_cast<int>((m + g.tile_m - 1) / g.tile_m);
   g.tiles_n = static_cast<int>((n + g.tile_n - 1) / g.tile_n);
   g.group_m = kGroupM;
-  g.grid_x = g.tiles() < num_sms ? g.tiles() : num_sms;
+  const int sms = num_sms > 0 ? num_sms : 1;
+  const int k_blocks = static_cast<int>((k + kBlockK - 1) / kBlockK);
+  if (WgmmaTileSplitsK(tile)) {
+    // The split count whose clusters finish soonest: rounds of tiles over the
+    // clusters that fit the SMs, times the k-blocks each rank walks; a tie
+    // keeps fewer splits (less to add up).
+    int64_t best = -1;
+    for (int s = 1; s <= kMaxSplits && s <= sms && s <= k_blocks; ++s) {
+      const int per = (k_blocks + s - 1) / s;
+      const int used = (k_blocks + per - 1) / per;  // ranks that get k-blocks
+      if (used != s) continue;
+      const int64_t clusters = std::min<int64_t>(g.tiles(), sms / s);
+      const int64_t rounds = (g.tiles() + clusters - 1) / clusters;
+      const int64_t cost = rounds * per;
+      if (best < 0 || cost < best) {
+        best = cost;
+        g.splits = s;
+        g.kb_per_split = per;
+      }
+    }
+    g.grid_x = static_cast<int>(std::min<int64_t>(g.tiles(), sms / g.splits)) * g.splits;
+    return g;
+  }
+  g.grid_x = g.tiles() < sms ? g.tiles() : sms;
   return g;
 }
 
@@ -508,12 +824,23 @@ const char* WgmmaUnsupportedReason(const WgmmaGemmArgs& args) {
   constexpr int64_t kMaxDim = int64_t{1} << 30;
   if (args.m > kMaxDim || args.n > kMaxDim || args.k > kMaxDim) return "a dimension exceeds 2^30";
   if (args.k % 8 != 0) return "K must be a multiple of 8 (TMA needs 16-byte row strides for A)";
-  if (args.n % 8 != 0) return "N must be a multiple of 8 (TMA needs 16-byte row strides for B)";
   if (args.a == nullptr || args.b == nullptr || args.c == nullptr) return "null operand";
-  if (!Aligned(args.a, 16) || !Aligned(args.b, 16) || !Aligned(args.c, 16)) {
-    return "A, B and C must be 16-byte aligned for TMA";
+  if (!Aligned(args.a, 16)) return "A must be 16-byte aligned for TMA";
+  switch (args.tile) {
+    case WgmmaTile::k128x128:
+    case WgmmaTile::k128x256:
+    case WgmmaTile::k64x256SplitK:
+      if (args.n % 8 != 0) return "N must be a multiple of 8 (TMA needs 16-byte row strides for B)";
+      if (!Aligned(args.b, 16) || !Aligned(args.c, 16)) return "B and C must be 16-byte aligned for TMA";
+      break;
+    case WgmmaTile::k128x128CpAsync:
+    case WgmmaTile::k128x256CpAsync:
+      if (args.n % 2 != 0) return "N must be even (B is copied and C stored 4 bytes at a time)";
+      if (!Aligned(args.b, 4) || !Aligned(args.c, 4)) return "B and C must be 4-byte aligned";
+      break;
+    default:
+      return "unknown tile";
   }
-  if (args.tile != WgmmaTile::k128x128 && args.tile != WgmmaTile::k128x256) return "unknown tile";
   if (args.dtype != WgmmaDType::kF16 && args.dtype != WgmmaDType::kBF16) return "unknown dtype";
   return nullptr;
 }
@@ -528,7 +855,7 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& args, cudaStream_t stream) {
     err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
     if (err != cudaSuccess) return err;
   }
-  const WgmmaGeometry geometry = WgmmaLaunchGeometry(args.tile, args.m, args.n, num_sms);
+  const WgmmaGeometry geometry = WgmmaLaunchGeometry(args.tile, args.m, args.n, args.k, num_sms);
   return args.dtype == WgmmaDType::kBF16 ? LaunchDType<true>(args, geometry, stream)
                                          : LaunchDType<false>(args, geometry, stream);
 }

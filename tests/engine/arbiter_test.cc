@@ -399,6 +399,45 @@ TEST_F(ArbiterTest, SampledVerificationQuarantinesACandidateThatGoesWrongLive) {
   EXPECT_EQ(after->candidate, "vendor");
 }
 
+TEST_F(ArbiterTest, ASelectOnAStoredVerdictIsRememberedNotDecidedAgain) {
+  auto arbiter = Start(Standard());
+  auto first = arbiter->SelectShared(p_, {});
+  ASSERT_TRUE(first.ok()) << first.status();  // measured here; remembered from the next one
+  auto second = arbiter->SelectShared(p_, {});
+  auto third = arbiter->SelectShared(p_, {});
+  ASSERT_TRUE(second.ok() && third.ok());
+  EXPECT_EQ(second->get(), third->get()) << "the same remembered answer, not a new decision";
+  EXPECT_EQ((*third)->candidate, "fast");
+  EXPECT_EQ((*third)->source, VerdictSource::kMeasured);
+  // A stricter determinism is another question with its own answer.
+  auto strict = arbiter->SelectShared(p_, {.required = Determinism::kBatchInvariant});
+  EXPECT_TRUE(!strict.ok() || strict->get() != third->get());
+}
+
+TEST_F(ArbiterTest, EveryChangeASelectionDependsOnIsSeenByTheNextSelect) {
+  auto arbiter = Start(Standard());
+  ASSERT_EQ(arbiter->Select(p_, {})->candidate, "fast");
+  ASSERT_EQ(arbiter->Select(p_, {})->candidate, "fast");  // remembered
+
+  ASSERT_TRUE(arbiter->Force(p_, "vendor", "pin").ok());
+  EXPECT_EQ(arbiter->Select(p_, {})->candidate, "vendor");
+  EXPECT_EQ(arbiter->Select(p_, {})->source, VerdictSource::kForced);
+  ASSERT_TRUE(arbiter->Unforce(p_).ok());
+  EXPECT_EQ(arbiter->Select(p_, {})->candidate, "fast");
+
+  ASSERT_TRUE(arbiter->Quarantine("fast", QuarantineScope::Everywhere(), "test").ok());
+  EXPECT_EQ(arbiter->Select(p_, {})->candidate, "vendor");
+  ASSERT_TRUE(arbiter->ClearQuarantine("fast").ok());
+  EXPECT_EQ(arbiter->Select(p_, {})->candidate, "fast");
+
+  const int64_t measured = arbiter->measurements();
+  InvalidateScope all;
+  all.all = true;
+  ASSERT_TRUE(arbiter->Invalidate(all).ok());
+  EXPECT_EQ(arbiter->Select(p_, {})->candidate, "fast");
+  EXPECT_EQ(arbiter->measurements(), measured + 1) << "invalidated: measured again, not remembered";
+}
+
 TEST(TuningPolicyTest, ARequestMayLowerTheDaemonsPolicyButNeverRaiseIt) {
   using P = TuningPolicy;
   for (P daemon : {P::kSync, P::kAsync, P::kOff}) {

@@ -5,9 +5,12 @@
 // the test, with no sleeps as synchronization.
 #include "engine/dispatcher.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -201,9 +204,18 @@ class DispatcherTest : public ::testing::Test, public ArbiterObserver {
     ++dispatched;
     if (!s.ok()) ++failed;
   }
-  void OnVerification(const Problem&, const Selection&, double, bool pass) override {
+  void OnVerification(const Problem&, const Selection&, double,
+                      VerificationOutcome outcome) override {
     ++verified;
-    if (!pass) ++out_of_budget;
+    ++outcomes[outcome];
+  }
+  // Fills the client's operands A and B with `a` and `b`.
+  void Operands(float a, float b) {
+    std::fill(a_.begin(), a_.end(), a);
+    std::fill(b_.begin(), b_.end(), b);
+  }
+  bool Quarantined(const std::string& name) {
+    return engine_.quarantine->Covers(engine_.Spec(name), p_.dtype, BucketOf(p_));
   }
 
   FakeEngine engine_;
@@ -211,7 +223,8 @@ class DispatcherTest : public ::testing::Test, public ArbiterObserver {
   std::unique_ptr<Dispatcher> dispatcher_;
   const Problem p_{DType::kF32, 12, 20, 8};
   std::vector<float> a_, b_;
-  int dispatched = 0, failed = 0, verified = 0, out_of_budget = 0;
+  int dispatched = 0, failed = 0, verified = 0;
+  std::map<VerificationOutcome, int> outcomes;
 };
 
 TEST_F(DispatcherTest, RunsTheSelectedMemberAndReturnsCAndItsDeviceTime) {
@@ -250,7 +263,7 @@ TEST_F(DispatcherTest, VerificationSamplesEveryNthDispatchExactly) {
   const Selection s = Chosen("timed");
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(Run(s).ok());
   EXPECT_EQ(verified, 2);
-  EXPECT_EQ(out_of_budget, 0);
+  EXPECT_EQ(outcomes[VerificationOutcome::kPass], 2);
 }
 
 TEST_F(DispatcherTest, AnOutOfBudgetLiveResultQuarantinesTheCandidateForItsBucketOnly) {
@@ -264,11 +277,56 @@ TEST_F(DispatcherTest, AnOutOfBudgetLiveResultQuarantinesTheCandidateForItsBucke
   const Selection s = Chosen("skips_k");
   absl::StatusOr<DispatchResult> r = Run(s);
   ASSERT_TRUE(r.ok()) << r.status();  // the client still gets the answer it asked for
-  EXPECT_EQ(out_of_budget, 1);
+  EXPECT_EQ(outcomes[VerificationOutcome::kFail], 1);
   const CandidateSpec& spec = engine_.Spec("skips_k");
   EXPECT_TRUE(engine_.quarantine->Covers(spec, p_.dtype, BucketOf(p_)));
   EXPECT_FALSE(engine_.quarantine->Covers(spec, p_.dtype, BucketOf(Problem{DType::kF32, 64, 64, 64})));
   EXPECT_EQ(cache_.size(), 0u);  // nothing cached is served from before the quarantine
+  auto entries = engine_.quarantine->List();
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_NE((*entries)[0].reason.find("on the daemon's own"), std::string::npos)
+      << (*entries)[0].reason;
+}
+
+// A client's NaN operands make the reference NaN: a correct kernel's NaN output
+// there is no evidence against it.
+TEST_F(DispatcherTest, NaNOperandsAreNotJudgedAndQuarantineNothing) {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("correct", 2, TimedKernel(1e-6)));
+  Start(std::move(c), 1.0);
+  Operands(std::nanf(""), 1.0f);
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(Run(Chosen("correct")).ok());
+  EXPECT_EQ(outcomes[VerificationOutcome::kUnjudgeable], 6);
+  EXPECT_FALSE(Quarantined("correct"));
+}
+
+// Finite operands whose exact product does not fit f32: the reference overflows
+// C's dtype, so Inf from the kernel is right, not a fault.
+TEST_F(DispatcherTest, OperandsWhoseProductOverflowsTheDTypeAreNotJudged) {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("correct", 2, TimedKernel(1e-6)));
+  Start(std::move(c), 1.0);
+  Operands(1e30f, 1e30f);
+  ASSERT_TRUE(Run(Chosen("correct")).ok());
+  EXPECT_EQ(outcomes[VerificationOutcome::kUnjudgeable], 1);
+  EXPECT_FALSE(Quarantined("correct"));
+}
+
+// Finite operands with a finite product whose f32 partial sums overflow: the
+// kernel's Inf misses the exact reference, yet the kernel is correct - as the
+// check on the daemon's own operands shows - so nothing is quarantined.
+TEST_F(DispatcherTest, AFailureOnlyOnTheClientsOperandsIsNotConfirmedAndQuarantinesNothing) {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("correct", 2, TimedKernel(1e-6)));
+  Start(std::move(c), 1.0);
+  // Each row of A: +3e38 over the first half of K, -3e38 over the second; B all ones.
+  for (int64_t i = 0; i < p_.m; ++i)
+    for (int64_t kk = 0; kk < p_.k; ++kk) a_[i * p_.k + kk] = kk < p_.k / 2 ? 3e38f : -3e38f;
+  std::fill(b_.begin(), b_.end(), 1.0f);
+  ASSERT_TRUE(Run(Chosen("correct")).ok());
+  EXPECT_EQ(outcomes[VerificationOutcome::kUnconfirmed], 1);
+  EXPECT_FALSE(Quarantined("correct"));
 }
 
 }  // namespace

@@ -114,6 +114,41 @@ TEST_F(SqliteVerdictStoreTest, FileThatIsNotADatabaseIsRefused) {
   EXPECT_FALSE(opened.ok());
 }
 
+// Overwrites the start of the cell pointer array of `table`'s b-tree root page in
+// the closed store at `path` with 0xff, as a torn write or a bad sector might:
+// the file still opens and every other table reads, only that one is broken.
+void DamageRootPageOf(const std::string& path, const std::string& table) {
+  const std::string root =
+      QueryDirect(path, "SELECT rootpage FROM sqlite_schema WHERE name = '" + table + "'");
+  const std::string page_size = QueryDirect(path, "PRAGMA page_size");
+  ASSERT_FALSE(root.empty() || page_size.empty()) << table;
+  ASSERT_GT(std::stoi(root), 1);  // page 1 also holds the file header
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekp(static_cast<std::streamoff>(std::stoi(root) - 1) * std::stoi(page_size) + 8);
+  const std::string junk(16, '\xff');
+  file.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  ASSERT_TRUE(file.good());
+}
+
+// Opening used to succeed (the schema and meta pages are whole), and the first
+// ListVerdicts then failed with DATA_LOSS while the daemon said SERVING.
+TEST_F(SqliteVerdictStoreTest, AStoreWithADamagedPageIsRefusedAtOpenNamingTheCheck) {
+  for (int64_t m : {64, 512, 4096}) {
+    ASSERT_TRUE(store_->PutVerdict(MakeVerdict(kDevice, DType::kF32, m, m, m, {"naive"})).ok());
+  }
+  store_.reset();  // closing checkpoints the WAL into the file
+  ASSERT_NO_FATAL_FAILURE(DamageRootPageOf(path_, "verdicts"));
+
+  absl::StatusOr<std::unique_ptr<SqliteVerdictStore>> opened = SqliteVerdictStore::Open(path_);
+  ASSERT_FALSE(opened.ok()) << "a damaged store opened";
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kDataLoss) << opened.status();
+  const std::string message(opened.status().message());
+  EXPECT_NE(message.find("quick_check"), std::string::npos) << message;
+  EXPECT_NE(message.find(path_), std::string::npos) << message;
+  // Refused, not repaired or replaced: the file is left for the operator.
+  EXPECT_TRUE(std::filesystem::exists(path_));
+}
+
 TEST(SqliteMemoryStoreTest, InMemoryStoreHoldsVerdicts) {
   absl::StatusOr<std::unique_ptr<SqliteVerdictStore>> opened = SqliteVerdictStore::Open(":memory:");
   ASSERT_TRUE(opened.ok()) << opened.status();

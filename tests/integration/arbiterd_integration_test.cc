@@ -1,9 +1,12 @@
 // The real arbiterd, driven through the client library over gRPC.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
+#include <string>
 
 #include <google/protobuf/util/message_differencer.h>
 
@@ -19,6 +22,28 @@ using client::CheckOptions;
 using client::CheckResult;
 using client::Operands;
 using client::RandomOperands;
+
+// Overwrites the start of the cell pointer array of `table`'s b-tree root page in
+// the stopped daemon's store with 0xff, as a torn write or a bad sector might.
+void DamageRootPageOf(const std::string& path, const std::string& table) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  const std::string sql = "SELECT rootpage, (SELECT page_size FROM pragma_page_size) "
+                          "FROM sqlite_schema WHERE name = '" + table + "'";
+  ASSERT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW) << table;
+  const int64_t root = sqlite3_column_int64(stmt, 0);
+  const int64_t page_size = sqlite3_column_int64(stmt, 1);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  ASSERT_GT(root, 1);
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekp(static_cast<std::streamoff>((root - 1) * page_size + 8));
+  const std::string junk(16, '\xff');
+  file.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  ASSERT_TRUE(file.good());
+}
 
 class ArbiterdIntegrationTest : public DaemonFixture {
  protected:
@@ -533,6 +558,29 @@ TEST_F(ArbiterdIntegrationTest, RestartOnTheSameStoreServesStoredVerdictsWithout
                                                    : before.verdicts(1).created_unix());
   EXPECT_EQ(Measurements(), 0);
   EXPECT_EQ(Select(force.problem()).source(), v1::VERDICT_SOURCE_FORCED);
+}
+
+// A store with a damaged page used to be opened and SERVING, then ListVerdicts
+// failed with DATA_LOSS. arbiterd refuses it at start, saying why, and leaves
+// the file for the operator (deploy/README.md: move it aside, or restore it).
+TEST_F(ArbiterdIntegrationTest, AStoreWithADamagedPageIsRefusedAtStartSayingWhy) {
+  v1::ForceRequest force;
+  *force.mutable_problem() = MakeProblem(v1::DTYPE_F64, 8, 8, 8);
+  force.set_candidate(*EligibleFor(v1::DTYPE_F64).begin());
+  force.set_reason("a row in the forces table");
+  v1::ForceResponse forced;
+  ASSERT_TRUE(client_->Force(force, &forced).ok());
+  ASSERT_NO_FATAL_FAILURE(StopDaemon());
+  ASSERT_NO_FATAL_FAILURE(DamageRootPageOf(store_path_, "forces"));
+
+  ArbiterdOptions options;
+  options.binary = ARBITERD_PATH;
+  options.store_path = store_path_;
+  std::string error;
+  const std::unique_ptr<ArbiterdProcess> refused = ArbiterdProcess::Start(options, &error);
+  EXPECT_EQ(refused, nullptr) << "arbiterd started SERVING on a damaged store";
+  EXPECT_NE(error.find("arbiterd exited"), std::string::npos) << error;
+  EXPECT_NE(error.find("quick_check"), std::string::npos) << error;
 }
 
 }  // namespace

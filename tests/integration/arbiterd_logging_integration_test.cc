@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdio>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -113,6 +114,61 @@ TEST_F(JsonLogsTest, EveryLineOfARunningDaemonIsAJsonObjectWithItsMessageIntact)
   EXPECT_TRUE(listening) << log;
   EXPECT_TRUE(audited) << "no audit line carrying the reason intact:\n" << log;
   EXPECT_TRUE(stopped) << log;
+}
+
+// An unauthenticated client's Admin string that is not UTF-8: libprotobuf
+// reports it, through the daemon's logger, so the log stays JSON line by line.
+TEST_F(JsonLogsTest, AnAdminStringThatIsNotUtf8LeavesEveryLineJson) {
+  v1::QuarantineRequest request;
+  request.set_candidate("cpu_blocked");
+  request.set_reason("bad \xff\xfe bytes");
+  const grpc::Status status = client_->Quarantine(request);
+  EXPECT_FALSE(status.ok());  // the request does not parse
+  client_.reset();
+  ASSERT_EQ(daemon_->Terminate(), 0) << daemon_->ReadLog();
+  const std::string log = daemon_->ReadLog();
+  const Finished python =
+      Shell(std::string(PYTHON3_PATH) +
+            " -c 'import json, sys; [json.loads(l) for l in sys.stdin]' < '" + daemon_->log_path() +
+            "'");
+  EXPECT_EQ(python.exit_code, 0) << python.output << "\nlog:\n" << log;
+  bool reported = false;
+  for (const std::string& line : Lines(log)) {
+    const std::string msg = Field(ParseJson(line), "msg");
+    reported |= Contains(msg, "libprotobuf") && Contains(msg, "UTF-8");
+  }
+  EXPECT_TRUE(reported) << "libprotobuf's complaint is not in the log:\n" << log;
+}
+
+class TextLogsTest : public DaemonFixture {
+ protected:
+  void SetUp() override {
+    extra_args_ = {"--log-format=text"};
+    DaemonFixture::SetUp();
+  }
+};
+
+// In text, a client's string with newlines (in an audit line, and in a refusal
+// naming an unknown candidate) stays inside its line, escaped.
+TEST_F(TextLogsTest, ClientStringsCannotStartANewLine) {
+  const std::string forged = "\n[2099-01-01 00:00:00.000] [critical] forged by a client";
+  v1::QuarantineRequest request;
+  request.set_candidate("cpu_blocked");
+  request.set_reason("ticket" + forged);
+  ASSERT_TRUE(client_->Quarantine(request).ok());
+  request.set_candidate("nobody" + forged);
+  EXPECT_FALSE(client_->Quarantine(request).ok());
+  client_.reset();
+  ASSERT_EQ(daemon_->Terminate(), 0) << daemon_->ReadLog();
+  const std::string log = daemon_->ReadLog();
+  int escaped = 0;
+  for (const std::string& line : Lines(log)) {
+    EXPECT_EQ(line.rfind("[2099-", 0), std::string::npos) << "a forged line:\n" << log;
+    EXPECT_TRUE(std::regex_search(line, std::regex(R"(^\[\d{4}-\d{2}-\d{2} [0-9:.]+\] \[)")))
+        << "not a log line of the daemon: " << line;
+    escaped += Contains(line, "\\n[2099-01-01 00:00:00.000] [critical] forged by a client");
+  }
+  EXPECT_EQ(escaped, 2) << log;
 }
 
 TEST(LogLevelTest, EnvironmentSetsTheLevelWhenTheFlagIsAbsent) {

@@ -39,15 +39,20 @@ TEST(ConvertTest, EveryDTypeRoundTrips) {
 
 TEST(ConvertTest, ProblemDimensionsAreCheckedAgainstTheLimits) {
   ProblemLimits limits;
-  limits.max_dim = 1024;
-  EXPECT_TRUE(ProblemFromProto(WireProblem(v1::DTYPE_F32, 1024, 1, 7), limits).ok());
+  limits.max_operand_bytes = 4096;
+  EXPECT_TRUE(ProblemFromProto(WireProblem(v1::DTYPE_F32, 1024, 1, 1), limits).ok());
   for (const v1::Problem& bad :
        {WireProblem(v1::DTYPE_F32, 0, 8, 8), WireProblem(v1::DTYPE_F32, 8, -1, 8),
-        WireProblem(v1::DTYPE_F32, 8, 8, 1025), WireProblem(v1::DTYPE_UNSPECIFIED, 8, 8, 8)}) {
+        WireProblem(v1::DTYPE_UNSPECIFIED, 8, 8, 8)}) {
     const auto p = ProblemFromProto(bad, limits);
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << bad.DebugString();
     EXPECT_NE(p.status().message().find("problem."), std::string::npos) << p.status().message();
   }
+  // Past the operand limit (C is 1025 * 1 * 4 bytes): refused, the field and limit named.
+  const auto over = ProblemFromProto(WireProblem(v1::DTYPE_F32, 1025, 1, 1), limits);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(over.status().message().find("problem.a (m*k)"), std::string::npos)
+      << over.status().message();
 }
 
 TEST(ConvertTest, UnspecifiedDeterminismMeansAnyAndUnspecifiedTuningMeansTheDefault) {

@@ -2,6 +2,7 @@
 // limits its options hand the engine.
 #include "server/daemon.h"
 
+#include <fstream>
 #include <string_view>
 #include <utility>
 
@@ -108,7 +109,7 @@ TEST(DaemonTest, BackendNamesParseToTheirKindAndOthersAreRefusedNamingTheChoices
 
 TEST(DaemonTest, InvalidOptionsAreRefusedNamingTheFlag) {
   DaemonOptions options = InProcessOptions();
-  options.arbiter.workers = 0;
+  options.arbiter.workers = -1;
   auto daemon = Daemon::Create(options);
   EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(daemon.status().message().find("workers"), std::string::npos) << daemon.status();
@@ -128,6 +129,14 @@ TEST(DaemonTest, AnAddressThatCannotBeBoundIsUnavailable) {
 }
 
 // The limits set by flags reach the engine; bad ones are refused at start.
+TEST(DaemonLimitsTest, WorkersDefaultToTheDevicesSize) {
+  auto daemon = Daemon::Create(InProcessOptions());  // workers 0: sized to the device
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_EQ((*daemon)->arbiter().options().workers, DefaultWorkers("cpu"));
+  EXPECT_EQ(DefaultWorkers("cpu"), 1);
+  EXPECT_GT(DefaultWorkers("cuda"), 1) << "small requests are not queued behind one large one";
+}
+
 TEST(DaemonLimitsTest, MaxQueueReachesTheEngine) {
   DaemonOptions options = InProcessOptions();
   options.arbiter.max_queue = 3;
@@ -152,6 +161,117 @@ TEST(DaemonLimitsTest, NegativeNoiseFloorIsRefusedAtStart) {
   auto daemon = Daemon::Create(options);
   EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(daemon.status().message().find("noise-floor"), std::string::npos) << daemon.status();
+}
+
+// The value of `series` (exact name and labels) in a scrape; -1 when absent.
+double SeriesValue(const std::string& scrape, const std::string& series) {
+  const size_t at = scrape.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(scrape.substr(at + series.size() + 2));
+}
+
+TEST(DaemonLimitsTest, AReplyOverTheMessageLimitIsRefusedBeforeAnyWorkAndCountedAsRefused) {
+  DaemonOptions options = InProcessOptions();
+  options.max_message_bytes = 64 << 10;
+  options.metrics_listen = "127.0.0.1:0";
+  options.arbiter.tuning = TuningPolicy::kSync;
+  auto daemon = Daemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  client::ClientOptions client_options;
+  client_options.server = "127.0.0.1:" + std::to_string((*daemon)->port());
+  client::ArbiterClient client(client_options);
+
+  // A and B are 512 bytes each; C is 128 x 128 f32 = 64 KiB, which with the
+  // response's other fields cannot fit in 64 KiB.
+  v1::MatmulRequest request;
+  request.mutable_problem()->set_dtype(v1::DTYPE_F32);
+  request.mutable_problem()->set_m(128);
+  request.mutable_problem()->set_n(128);
+  request.mutable_problem()->set_k(1);
+  request.set_a(std::string(128 * 4, '\0'));
+  request.set_b(std::string(128 * 4, '\0'));
+  v1::MatmulResponse response;
+  const grpc::Status status = client.Matmul(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(status.error_message().find("c is 65536 bytes"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("--max-message-bytes 65536"), std::string::npos)
+      << status.error_message();
+
+  // Refused before any work: nothing measured, no dispatch; the RPC is counted
+  // with the code the client received.
+  EXPECT_EQ((*daemon)->arbiter().measurements(), 0);
+  const std::string scrape = HttpGet((*daemon)->metrics_port(), "/metrics");
+  EXPECT_EQ(SeriesValue(scrape, R"(arbiter_rpcs_total{code="RESOURCE_EXHAUSTED",method="Matmul"})"), 1)
+      << scrape;
+  EXPECT_EQ(SeriesValue(scrape, R"(arbiter_rpcs_total{code="OK",method="Matmul"})"), 0);
+  EXPECT_EQ(scrape.find(R"(outcome="OK"} 1)"), std::string::npos) << "a dispatch was counted";
+
+  // Half the rows fit: the same request shape, answered.
+  request.mutable_problem()->set_m(64);
+  request.set_a(std::string(64 * 4, '\0'));
+  EXPECT_TRUE(client.Matmul(request, &response).ok());
+  EXPECT_EQ(response.c().size(), 64u * 128 * 4);
+}
+
+TEST(DaemonLimitsTest, OperandByteLimitReachesTheEngineAndOversizedValuesAreRefused) {
+  DaemonOptions options = InProcessOptions();
+  options.arbiter.limits.max_operand_bytes = 1 << 20;
+  auto daemon = Daemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_EQ((*daemon)->arbiter().options().limits.max_operand_bytes, 1 << 20);
+  EXPECT_GT((*daemon)->arbiter().options().limits.max_device_bytes, 0) << "the device's memory";
+
+  options.arbiter.limits.max_operand_bytes = (int64_t{1} << 31) + 1;
+  const auto refused = Daemon::Create(options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("max-operand-bytes"), std::string::npos) << refused.status();
+}
+
+TEST(DaemonTest, ServesOnAUnixSocketNextToTcpAndThePortFileNamesTheTcpPort) {
+  const std::string dir = ::testing::TempDir() + "arbiter-unix-" + std::to_string(getpid());
+  ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+  DaemonOptions options = InProcessOptions();
+  options.listen = "127.0.0.1:0,unix:" + dir + "/a.sock";
+  options.port_file = dir + "/port";
+  auto daemon = Daemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  for (const std::string& address :
+       {"unix:" + dir + "/a.sock", "127.0.0.1:" + std::to_string((*daemon)->port())}) {
+    client::ClientOptions client_options;
+    client_options.server = address;
+    client::ArbiterClient client(client_options);
+    client::HealthStatus health;
+    ASSERT_TRUE(client.Health("", &health).ok()) << address;
+    EXPECT_EQ(health, client::HealthStatus::kServing) << address;
+  }
+  std::ifstream port_file(dir + "/port");
+  std::string text;
+  std::getline(port_file, text);
+  EXPECT_EQ(text, std::to_string((*daemon)->port()));
+}
+
+TEST(DaemonTest, AUnixOnlyDaemonWritesItsAddressToThePortFile) {
+  const std::string dir = ::testing::TempDir() + "arbiter-unix1-" + std::to_string(getpid());
+  ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+  DaemonOptions options = InProcessOptions();
+  options.listen = "unix:" + dir + "/only.sock";
+  options.port_file = dir + "/port";
+  auto daemon = Daemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_EQ((*daemon)->port(), 0);
+  std::ifstream port_file(dir + "/port");
+  std::string text;
+  std::getline(port_file, text);
+  EXPECT_EQ(text, "unix:" + dir + "/only.sock") << "not a bogus port";
+}
+
+TEST(DaemonTest, ListenersAreCommaSeparatedAndUnixAddressesNeedAPath) {
+  const auto two = ParseListeners("127.0.0.1:0,unix:/tmp/a.sock");
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(*two, (std::vector<std::string>{"127.0.0.1:0", "unix:/tmp/a.sock"}));
+  for (const char* bad : {"", "127.0.0.1:0,", ",unix:/x", "unix:"}) {
+    EXPECT_EQ(ParseListeners(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include "arbiter/v1/arbiter.pb.h"
+
 namespace arbiter::server {
 namespace {
 
@@ -126,6 +128,48 @@ TEST_F(LoggingTest, ConfigureTextWritesPlainLines) {
   EXPECT_NE(lines[0].front(), '{');
   EXPECT_NE(lines[0].find("store slow"), std::string::npos) << lines[0];
   EXPECT_EQ(spdlog::get_level(), spdlog::level::warn);
+}
+
+TEST_F(LoggingTest, TextKeepsAMessageOnItsLineWhateverItCarries) {
+  ::testing::internal::CaptureStdout();
+  ASSERT_TRUE(ConfigureLogging("text", "info").ok());
+  // A client's reason that tries to forge a line of its own, and to move the cursor.
+  spdlog::info("admin force reason \"{}\"",
+               "pin\n[2099-01-01 00:00:00.000] [critical] forged\r\x1b[2J\xC2\x85\xE2\x80\xA8 end");
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const std::vector<std::string> lines = Lines(out);
+  ASSERT_EQ(lines.size(), 1u) << out;
+  EXPECT_NE(lines[0].find(R"(pin\n[2099-01-01 00:00:00.000] [critical] forged\r\x1b[2J\u0085\u2028 end)"),
+            std::string::npos)
+      << lines[0];
+}
+
+TEST(EscapeForTextLogTest, EscapesWhatCouldEndOrRewriteALineAndCopiesTheRest) {
+  EXPECT_EQ(EscapeForTextLog("plain \"quoted\" 0.5 \xC2\xB5s \xE2\x9C\x93"),
+            "plain \"quoted\" 0.5 \xC2\xB5s \xE2\x9C\x93");
+  EXPECT_EQ(EscapeForTextLog("a\nb\rc\td\x7f\x01"), R"(a\nb\rc\x09d\x7f\x01)");
+  EXPECT_EQ(EscapeForTextLog("nel\xC2\x85 ls\xE2\x80\xA8 ps\xE2\x80\xA9"), R"(nel\u0085 ls\u2028 ps\u2029)");
+  EXPECT_EQ(EscapeForTextLog("not utf-8 \xFF\xC2"), "not utf-8 \xFF\xC2");
+}
+
+// libprotobuf reports a request's string field that is not UTF-8 on its own;
+// it must reach the log as one of the daemon's lines, not as raw stderr text.
+TEST_F(LoggingTest, ProtobufsOwnMessagesGoThroughTheDaemonLogger) {
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE(ConfigureLogging("json", "info").ok());
+  v1::QuarantineRequest request;
+  // Field 3 (reason), length 3: bytes that are not UTF-8.
+  EXPECT_FALSE(request.ParseFromString(std::string("\x1a\x03\xff\xfe\xfd", 5)));
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "");
+  const std::vector<std::string> lines = Lines(out);
+  ASSERT_EQ(lines.size(), 1u) << out;
+  const google::protobuf::Struct object = ParseJson(lines[0]);
+  EXPECT_NE(Field(object, "msg").find("libprotobuf"), std::string::npos) << lines[0];
+  EXPECT_NE(Field(object, "msg").find("UTF-8"), std::string::npos) << lines[0];
+  EXPECT_EQ(Field(object, "level"), "error");
 }
 
 TEST_F(LoggingTest, UnknownFormatOrLevelIsRefusedNamingTheValueAndChangesNothing) {

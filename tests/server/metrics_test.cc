@@ -152,12 +152,27 @@ TEST(MetricsTest, TuningObservesTheTimeOfEachMeasurementPhase) {
   EXPECT_FALSE(Value(s, R"(arbiter_candidate_relative_error{candidate="slow",dtype="f32",origin="tuning"})"));
 }
 
-TEST(MetricsTest, SampledVerificationOutsideBudgetCountsAViolation) {
+TEST(MetricsTest, SampledVerificationsCountByOutcomeAndOnlyAConfirmedFailureIsAViolation) {
   auto m = MakeMetrics();
-  m->OnVerification(kF32, Selected("tiled", VerdictSource::kMeasured), 1e-6, /*pass=*/true);
-  m->OnVerification(kF32, Selected("tiled", VerdictSource::kMeasured), 0.5, /*pass=*/false);
-  const std::string s = m->Scrape();
-  EXPECT_EQ(Value(s, R"(arbiter_sampled_verifications_total{candidate="tiled",dtype="f32"})"), 2);
+  const Selection tiled = Selected("tiled", VerdictSource::kMeasured);
+  m->OnVerification(kF32, tiled, 1e-6, VerificationOutcome::kPass);
+  m->OnVerification(kF32, tiled, 2e-6, VerificationOutcome::kUnconfirmed);
+  m->OnVerification(kF32, tiled, 0, VerificationOutcome::kUnjudgeable);
+  std::string s = m->Scrape();
+  for (const char* outcome : {"pass", "unconfirmed", "unjudgeable"}) {
+    EXPECT_EQ(Value(s, absl::StrCat(R"(arbiter_sampled_verifications_total{candidate="tiled",dtype="f32",outcome=")",
+                                    outcome, R"("})")),
+              1)
+        << outcome;
+  }
+  // The client's data failed, not the kernel: no violation, and the error gauge holds the
+  // kernel's error on the daemon's own operands, untouched by the unjudgeable sample.
+  EXPECT_EQ(Value(s, R"(arbiter_accuracy_violations_total{candidate="tiled",dtype="f32"})"), 0);
+  EXPECT_EQ(Value(s, R"(arbiter_candidate_relative_error{candidate="tiled",dtype="f32",origin="sampled"})"), 2e-6);
+
+  m->OnVerification(kF32, tiled, 0.5, VerificationOutcome::kFail);
+  s = m->Scrape();
+  EXPECT_EQ(Value(s, R"(arbiter_sampled_verifications_total{candidate="tiled",dtype="f32",outcome="fail"})"), 1);
   EXPECT_EQ(Value(s, R"(arbiter_candidate_relative_error{candidate="tiled",dtype="f32",origin="sampled"})"), 0.5);
   EXPECT_EQ(Value(s, R"(arbiter_accuracy_violations_total{candidate="tiled",dtype="f32"})"), 1);
 }
@@ -277,7 +292,8 @@ TEST(MetricsTest, BuildAndDeviceInfoCarryTheirLabels) {
 TEST(MetricsTest, EveryFamilyIsPrefixedAndTypedByItsSuffix) {
   auto m = MakeMetrics();
   // The error gauge has a series only once set.
-  m->OnVerification(kF32, Selected("tiled", VerdictSource::kMeasured), 1e-6, true);
+  m->OnVerification(kF32, Selected("tiled", VerdictSource::kMeasured), 1e-6,
+                    VerificationOutcome::kPass);
   std::map<std::string, std::string> types;
   std::istringstream lines(m->Scrape());
   for (std::string line; std::getline(lines, line);) {
@@ -313,6 +329,12 @@ TEST(MetricsTest, EveryFamilyIsPrefixedAndTypedByItsSuffix) {
       {"arbiter_serving", "gauge"},
       {"arbiter_build_info", "gauge"},
       {"arbiter_device_info", "gauge"},
+      {"arbiter_dispatch_stage_seconds", "histogram"},
+      {"arbiter_regions", "gauge"},
+      {"arbiter_region_bytes", "gauge"},
+      {"arbiter_resident_tensors", "gauge"},
+      {"arbiter_resident_bytes", "gauge"},
+      {"arbiter_sessions", "gauge"},
   };
   EXPECT_EQ(types, expected);
 }
@@ -324,7 +346,8 @@ TEST(MetricsTest, ScrapePassesPromtoolCheckMetrics) {
   }
   auto m = MakeMetrics();
   m->OnDispatch(kF32, Selected("tiled", VerdictSource::kMeasured), 3e-4, absl::OkStatus());
-  m->OnVerification(kF32, Selected("tiled", VerdictSource::kMeasured), 1e-6, true);
+  m->OnVerification(kF32, Selected("tiled", VerdictSource::kMeasured), 1e-6,
+                    VerificationOutcome::kPass);
   FILE* promtool = popen("promtool check metrics >/dev/null 2>&1", "w");
   ASSERT_NE(promtool, nullptr);
   const std::string s = m->Scrape();

@@ -52,9 +52,9 @@ class Daemon:
              # their calls before stopping a daemon, so a short grace only keeps the suite fast.
              "--shutdown-grace-seconds=1"] + list(args),
             stdout=self._log, stderr=subprocess.STDOUT)
-        port = self._wait_for(port_file)
+        bound = self._wait_for(port_file)  # the TCP port, or the unix address
         if listen != "unix":
-            self.address = "127.0.0.1:%d" % port
+            self.address = "127.0.0.1:%d" % int(bound)
 
     def _wait_for(self, port_file):
         """The daemon writes its port file once it serves; polled, bounded by STARTUP_SECONDS."""
@@ -67,7 +67,7 @@ class Daemon:
                 with open(port_file) as f:
                     text = f.read().strip()
                 if text:
-                    return int(text)
+                    return text
             except FileNotFoundError:
                 pass
             time.sleep(0.05)

@@ -15,6 +15,7 @@
 #include "kernels/mma_tiled/mma_tiled_candidate.h"
 #include "kernels/mma_warp/mma_warp_candidate.h"
 #include "kernels/simt/simt_candidate.h"
+#include "kernels/skinny/skinny_candidate.h"
 #include "kernels/splitk/splitk_candidate.h"
 
 namespace arbiter {
@@ -23,7 +24,7 @@ namespace {
 std::vector<CandidateSpec> All() {
   std::vector<CandidateSpec> specs = {kernels::MakeMmaWarpCandidate(),
                                       kernels::MakeMmaTiledCandidate(), kernels::MakeGemvCandidate(),
-                                      kernels::MakeSimtCandidate()};
+                                      kernels::MakeSimtCandidate(), kernels::MakeSkinnyCandidate()};
   for (CandidateSpec& s : kernels::MakeSplitkCandidate()) specs.push_back(std::move(s));
   return specs;
 }
@@ -49,7 +50,7 @@ TEST(CudaFamilyContracts, DeterminismClaimsMatchTheKernels) {
   const std::pair<const char*, Determinism> expected[] = {
       {"mma_warp", Determinism::kBatchInvariant}, {"mma_tiled", Determinism::kBatchInvariant},
       {"gemv", Determinism::kBatchInvariant},     {"simt", Determinism::kBatchInvariant},
-      {"splitk", Determinism::kRunToRun},
+      {"splitk", Determinism::kRunToRun},         {"skinny", Determinism::kBatchInvariant},
       {"splitk_atomic", Determinism::kNondeterministic}};
   for (const auto& [name, determinism] : expected) {
     for (const CandidateMember& m : Named(specs, name).members) {
@@ -60,7 +61,7 @@ TEST(CudaFamilyContracts, DeterminismClaimsMatchTheKernels) {
 
 TEST(CudaFamilyContracts, TensorCoreFamiliesTakeHalfTypesOnly) {
   const std::vector<CandidateSpec> specs = All();
-  for (const char* name : {"mma_warp", "mma_tiled", "splitk", "splitk_atomic", "gemv"}) {
+  for (const char* name : {"mma_warp", "mma_tiled", "splitk", "splitk_atomic", "gemv", "skinny"}) {
     const CandidateSpec& spec = Named(specs, name);
     EXPECT_NE(spec.Member(DType::kF16), nullptr) << name;
     EXPECT_NE(spec.Member(DType::kBF16), nullptr) << name;
@@ -68,6 +69,19 @@ TEST(CudaFamilyContracts, TensorCoreFamiliesTakeHalfTypesOnly) {
   }
   const CandidateSpec& simt = Named(specs, "simt");
   for (DType d : kAllDTypes) EXPECT_NE(simt.Member(d), nullptr) << "simt " << d;
+}
+
+// skinny streams B once for up to 32 rows, any N and K (ragged ones in the
+// kernel), on sm_90+ (its K splits meet in a thread-block cluster).
+TEST(CudaFamilyContracts, SkinnyCoversAtMost32RowsOfAnyNAndKOnSm90) {
+  const std::vector<CandidateSpec> specs = All();
+  const CandidateSpec& skinny = Named(specs, "skinny");
+  for (const CandidateMember& m : skinny.members) {
+    EXPECT_EQ(m.contract.arch, "sm_90+");
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 32, 30522, 4095}).empty());
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 1, 256000, 3584}).empty());
+    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 33, 4096, 4096}).empty());
+  }
 }
 
 TEST(CudaFamilyContracts, GemvCoversAtMostSixteenRows) {

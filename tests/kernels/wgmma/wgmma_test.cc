@@ -172,16 +172,39 @@ INSTANTIATE_TEST_SUITE_P(
                                          GemmCase{2056, 2048, 64})),  // more tiles than SMs: CTAs loop
     ParamName);
 
+// The cp.async tiles take any even N: B rows 4-byte aligned only, C stored from
+// registers. Ragged N tiles and tails, a vocabulary-sized N, K below a stage.
+INSTANTIATE_TEST_SUITE_P(
+    RaggedEvenN, WgmmaGemmTest,
+    ::testing::Combine(::testing::Values(WgmmaDType::kBF16, WgmmaDType::kF16),
+                       ::testing::Values(WgmmaTile::k128x128CpAsync, WgmmaTile::k128x256CpAsync),
+                       ::testing::Values(GemmCase{128, 130, 64},    // one tile and 2 columns
+                                         GemmCase{1, 258, 64},      // a single row
+                                         GemmCase{777, 330, 2048},  // ragged M and N tiles, long K
+                                         GemmCase{300, 1002, 72},   // M < N, K tail of 8
+                                         GemmCase{1000, 138, 8},    // M > N, K below one stage
+                                         GemmCase{129, 30522, 64},  // a ragged vocabulary
+                                         GemmCase{2056, 2050, 64})),  // CTAs loop over tiles
+    ParamName);
+
 TEST(WgmmaGeometryTest, GridAxisIsTilesAndEachTileMapsToOneMRowBlockAndNColumnBlock) {
   for (WgmmaTile tile : kAllWgmmaTiles) {
     for (const auto& [m, n] : {std::pair<int64_t, int64_t>{300, 1000}, {1000, 300}, {4095, 8192}}) {
-      const WgmmaGeometry g = WgmmaLaunchGeometry(tile, m, n, 132);
-      EXPECT_EQ(g.tile_m, 128);
-      EXPECT_EQ(g.tile_n, tile == WgmmaTile::k128x256 ? 256 : 128);
+      const WgmmaGeometry g = WgmmaLaunchGeometry(tile, m, n, 4096, 132);
+      EXPECT_EQ(g.tile_m, WgmmaTileM(tile));
+      EXPECT_EQ(g.tile_n, WgmmaTileN(tile));
       // M is walked by tile rows of tile_m, N by tile columns of tile_n: never swapped.
       EXPECT_EQ(g.tiles_m, (m + g.tile_m - 1) / g.tile_m) << m << "x" << n;
       EXPECT_EQ(g.tiles_n, (n + g.tile_n - 1) / g.tile_n) << m << "x" << n;
-      EXPECT_EQ(g.grid_x, std::min(g.tiles(), 132));
+      // Clusters of `splits` CTAs, as many as fit the SMs, never more than tiles.
+      EXPECT_GE(g.splits, 1);
+      EXPECT_LE(g.splits, 8);
+      EXPECT_EQ(g.grid_x, std::min(g.tiles(), 132 / g.splits) * g.splits);
+      if (g.splits > 1) {
+        EXPECT_TRUE(WgmmaTileSplitsK(tile));
+        // Every rank gets k-blocks: (splits - 1) full ranges leave some for the last.
+        EXPECT_LT((g.splits - 1) * g.kb_per_split, 4096 / 64);
+      }
       std::set<std::pair<int, int>> seen;
       for (int t = 0; t < g.tiles(); ++t) {
         int mt = -1, nt = -1;
@@ -236,6 +259,7 @@ TEST(WgmmaDeterminismTest, RowsOfCDoNotDependOnM) {
   const int64_t n = 1032, k = 1024, full_m = 1000;
   for (WgmmaDType dtype : {WgmmaDType::kBF16, WgmmaDType::kF16}) {
     for (WgmmaTile tile : kAllWgmmaTiles) {
+      if (WgmmaTileSplitsK(tile)) continue;  // its split count follows M: no claim
       const auto a = RandomMatrix(dtype, full_m * k, 7);
       const auto b = RandomMatrix(dtype, k * n, 8);
       const auto full = RunGemm(dtype, tile, full_m, n, k, a, b);
@@ -245,6 +269,35 @@ TEST(WgmmaDeterminismTest, RowsOfCDoNotDependOnM) {
         EXPECT_EQ(0, std::memcmp(part.data(), full.data(), part.size() * 2))
             << WgmmaTileName(tile) << " rows differ at M=" << m;
       }
+    }
+  }
+}
+
+// The split tile at shapes whose tiles leave SMs idle: clusters of 2 to 8
+// CTAs add their partials (64x256 tiles: 1, 16 and 36 of them), and at a count
+// of SMs that forces one split. Every element checked on poisoned C, twice (bits
+// repeat: the ranks are added in a fixed order).
+TEST(WgmmaSplitKTest, ClusterSplitsMatchReferenceAndRepeat) {
+  SKIP_WITHOUT_HOPPER();
+  for (const GemmCase& s : {GemmCase{16, 256, 4096}, GemmCase{1, 4096, 4096},
+                            GemmCase{100, 4104, 3000}, GemmCase{64, 2048, 520}}) {
+    const WgmmaGeometry g = WgmmaLaunchGeometry(WgmmaTile::k64x256SplitK, s.m, s.n, s.k, 132);
+    for (WgmmaDType dtype : {WgmmaDType::kBF16, WgmmaDType::kF16}) {
+      const auto a = RandomMatrix(dtype, s.m * s.k, 11);
+      const auto b = RandomMatrix(dtype, s.k * s.n, 12);
+      const auto c = RunGemm(dtype, WgmmaTile::k64x256SplitK, s.m, s.n, s.k, a, b);
+      const auto ref = Reference(dtype, s.m, s.n, s.k, a, b);
+      double max_ref = 0;
+      for (double v : ref) max_ref = std::max(max_ref, std::fabs(v));
+      const double u = dtype == WgmmaDType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+      int64_t failures = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        const double tol = kAbs + kRel * std::sqrt(static_cast<double>(s.k)) * max_ref + u * std::fabs(ref[i]);
+        if (!(std::fabs(FromStorage(dtype, c[i]) - ref[i]) <= tol)) ++failures;
+      }
+      EXPECT_EQ(failures, 0) << s.m << "x" << s.n << "x" << s.k << " in " << g.splits << " splits";
+      EXPECT_EQ(c, RunGemm(dtype, WgmmaTile::k64x256SplitK, s.m, s.n, s.k, a, b))
+          << "bits differ between runs at " << g.splits << " splits";
     }
   }
 }
@@ -264,6 +317,25 @@ TEST(WgmmaCoverageTest, RejectsStridesTmaCannotAddressWithoutLaunching) {
   EXPECT_NE(WgmmaUnsupportedReason(args), nullptr);
   args.a = reinterpret_cast<const void*>(uintptr_t{256});
   EXPECT_EQ(WgmmaUnsupportedReason(args), nullptr);
+  // The cp.async tiles take an even N (4-byte rows), not an odd one; A still
+  // goes through TMA (K % 8).
+  for (WgmmaTile tile : {WgmmaTile::k128x128CpAsync, WgmmaTile::k128x256CpAsync}) {
+    args.tile = tile;
+    args.n = 30522;
+    EXPECT_EQ(WgmmaUnsupportedReason(args), nullptr) << WgmmaTileName(tile);
+    args.n = 30521;
+    EXPECT_NE(WgmmaUnsupportedReason(args), nullptr) << WgmmaTileName(tile);
+    EXPECT_EQ(LaunchWgmmaGemm(args, nullptr), cudaErrorInvalidValue);
+    args.n = 30522;
+    args.k = 12;
+    EXPECT_NE(WgmmaUnsupportedReason(args), nullptr) << WgmmaTileName(tile);
+    args.k = 64;
+    args.b = reinterpret_cast<const void*>(uintptr_t{258});  // B 2-byte aligned only
+    EXPECT_NE(WgmmaUnsupportedReason(args), nullptr) << WgmmaTileName(tile);
+    args.b = reinterpret_cast<const void*>(uintptr_t{260});  // 4-byte aligned is enough
+    EXPECT_EQ(WgmmaUnsupportedReason(args), nullptr) << WgmmaTileName(tile);
+    args.b = reinterpret_cast<const void*>(uintptr_t{256});
+  }
 }
 
 }  // namespace

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# arbiter-bench on the H200 in ONE device call (<= ~9 minutes).
+#
+# Here (the build machine), from the repository root, after building with CUDA:
+#   bench/device_run.sh bundle [BUILD_DIR]      # default BUILD_DIR=build
+# bundles arbiter-bench, arbiterd and arbiterctl (debug info stripped) with their
+# libraries by ../shared/device/bundle, with the selection shape list, into
+# .device-bench/bundle.tar.xz (git-ignored).
+#
+# There (the device tool, carrying .device-bench):
+#   bench/device_run.sh run .device-bench "$OUT"
+# runs every section under section budgets (env: KERNELS_S, SELECTION_S,
+# SERVICE_S, TOTAL_S), writes $OUT/results.tar.gz (the results folder: CSV,
+# method, README.md), $OUT/bench.log, and prints the summary table last.
+#
+# Back here: tar -xzf <files_at>/results.tar.gz -C bench/results/ (it unpacks as
+# h200/), then python3 bench/plot.py bench/results/h200 and commit.
+set -uo pipefail
+mode=${1:-}
+case $mode in
+  bundle)
+    build=${2:-build}
+    for b in arbiter-bench arbiterd arbiterctl; do
+      [[ -x $build/bin/$b ]] || { echo "device_run: $build/bin/$b missing: build it first" >&2; exit 2; }
+    done
+    stage=$(mktemp -d)
+    mkdir -p "$stage/bin"
+    for b in arbiter-bench arbiterd arbiterctl; do
+      cp "$build/bin/$b" "$stage/bin/" && strip --strip-debug "$stage/bin/$b"
+    done
+    # The bundle script lives in the shared folder beside the repository (../shared from
+    # /work/main, ../../shared from a worktree under /work/wt); ARBITER_BUNDLE overrides.
+    bundler=${ARBITER_BUNDLE:-../shared/device/bundle}
+    [[ -x $bundler ]] || bundler=../../shared/device/bundle
+    "$bundler" "$stage/b" "$stage/bin/arbiter-bench" "$stage/bin/arbiterd" \
+      "$stage/bin/arbiterctl"
+    shapes=../shared/eval/transformer-shapes.txt
+    [[ -f $shapes ]] || shapes=../../shared/eval/transformer-shapes.txt
+    cp "$shapes" "$stage/b/transformer-shapes.txt"
+    git rev-parse --short=12 HEAD > "$stage/b/COMMIT"
+    # Compressed: the carried folder must stay well under 64 MiB.
+    rm -rf .device-bench && mkdir -p .device-bench
+    tar -C "$stage/b" -cf - . | xz -T2 -6 > .device-bench/bundle.tar.xz
+    rm -rf "$stage"
+    du -sh .device-bench
+    ;;
+  run)
+    out=$3 bundle=/tmp/arbiter-bench-bundle
+    rm -rf "$bundle" && mkdir -p "$bundle"
+    tar -C "$bundle" -xJf "$2/bundle.tar.xz" || { echo "device_run: cannot unpack $2/bundle.tar.xz"; exit 1; }
+    res=$out/h200
+    mkdir -p "$res"
+    export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu \
+      --format=csv > "$res/clocks.txt" 2>&1
+    cat "$res/clocks.txt"
+    # Budgets (seconds): sections start no new shape after their budget; the whole run is
+    # cut at TOTAL_S so the call returns its files.
+    timeout "${TOTAL_S:-480}" "$bundle/bin/arbiter-bench" --backend=cuda --out="$res" \
+      --arbiterd="$bundle/bin/arbiterd" --shapes="$bundle/transformer-shapes.txt" \
+      --clocks_file="$res/clocks.txt" --kernels_budget_s="${KERNELS_S:-180}" \
+      --selection_budget_s="${SELECTION_S:-120}" --service_seconds="${SERVICE_S:-2}" \
+      --min_samples=10 --max_samples=100 --device_budget_s=0.5 --wall_budget_s=1 \
+      ${BENCH_ARGS:-} > "$out/bench.log" 2>&1
+    rc=$?
+    echo "arbiter-bench rc=$rc (bundle of commit $(cat "$bundle/COMMIT"))"
+    # Plots need matplotlib, which the device image may lack: drawn back here when it does.
+    python3 "$(dirname "$0")/plot.py" "$res" >> "$out/bench.log" 2>&1 || true
+    tar -czf "$out/results.tar.gz" -C "$out" h200 && rm -rf "$res"
+    grep -E "^(arbiter-bench|kernels|selection|service) .*(error|fail)" "$out/bench.log" | head -5
+    # The summary table, last.
+    sed -n '/^arbiter-bench cuda/,$p' "$out/bench.log"
+    exit $rc
+    ;;
+  *)
+    sed -n '2,17p' "$0"
+    exit 2
+    ;;
+esac

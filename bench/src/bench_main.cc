@@ -1,0 +1,514 @@
+// arbiter-bench: answers, with ratios measured side by side in one run, whether
+// Arbiter's kernels and selection beat calling the vendor library. Writes CSV
+// tables, a Markdown results page with the method, and (via bench/plot.py) the
+// plots, under --out. See bench/README.md.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "bench/src/bench_device.h"
+#include "bench/src/sections.h"
+#include "bench/src/service_section.h"
+#include "bench/src/tuning_section.h"
+#include "bench/src/shapes.h"
+#include "engine/arbiter.h"
+#include "engine/verdict_store.h"
+
+ABSL_FLAG(std::string, backend, "auto", "cpu, cuda, or auto (cuda where a GPU is visible)");
+ABSL_FLAG(std::string, sections, "kernels,selection,service,tuning",
+          "comma list of: kernels, selection, service, tuning");
+ABSL_FLAG(std::string, grid, "", "kernel grid: full, small or tiny (default full on cuda, small on cpu)");
+ABSL_FLAG(std::string, dtype, "", "kernel grid dtype (default bf16 on cuda, f32 on cpu)");
+ABSL_FLAG(std::string, shapes, "",
+          "selection shape list, \"M N K dtype\" per line (default "
+          "../shared/eval/transformer-shapes.txt from the repository root)");
+ABSL_FLAG(std::string, out, "", "results folder (default bench/results/<backend>)");
+ABSL_FLAG(double, max_gflop, 0, "skip shapes of more GFLOP (0: none skipped)");
+ABSL_FLAG(double, kernels_budget_s, 0, "kernels: start no new shape after this many seconds (0: none)");
+ABSL_FLAG(double, selection_budget_s, 0, "selection: start no new shape after this many seconds");
+ABSL_FLAG(bool, transfer, true, "selection: also serve each bucket at shapes it was not measured at");
+ABSL_FLAG(bool, second_run, true, "kernels: measure every shape twice to show the runs agree");
+ABSL_FLAG(int, warmup, 1, "untimed interleaved rounds before sampling");
+ABSL_FLAG(int, min_samples, 5, "timed samples per candidate at least");
+ABSL_FLAG(int, max_samples, 30, "timed samples per candidate at most");
+ABSL_FLAG(double, device_budget_s, 0.5,
+          "per race: device time of all samples after which candidates with min_samples stop");
+ABSL_FLAG(double, wall_budget_s, 2.0,
+          "per race: host wall time of the timing phase after which candidates with min_samples "
+          "stop");
+ABSL_FLAG(double, wall_limit_s, 20, "per race: host wall time of the timing phase, hard limit");
+ABSL_FLAG(bool, cold_cache, true, "flush the last-level cache before every sample");
+ABSL_FLAG(std::string, peak_squares, "",
+          "n of the n^3 squares the vendor's peak is probed at (default 4096,8192 on cuda, "
+          "256,512 on cpu)");
+ABSL_FLAG(int, cpu_threads, 0, "CPU backend threads (0: all)");
+ABSL_FLAG(std::string, clocks_file, "", "text recorded as the clocks seen (e.g. nvidia-smi -q -d CLOCK)");
+ABSL_FLAG(std::string, arbiterd, "", "service: the arbiterd to start (default: next to arbiter-bench)");
+ABSL_FLAG(std::string, concurrency, "1,4,16", "service: clients in flight, comma list");
+ABSL_FLAG(double, service_seconds, 2.0, "service: seconds per (transport, rpc, concurrency) point");
+ABSL_FLAG(std::string, matmul_sizes, "",
+          "service: n of the n^3 Matmuls (default 256..8192 on cuda, 128,256,512 on cpu)");
+ABSL_FLAG(int, matmul_repeats, 5, "service: Matmul calls per path and size (median)");
+ABSL_FLAG(std::string, tuning_shapes, "",
+          "tuning: MxNxK:dtype list (default squares 256..8192 bf16 and 4096x28672x4096:f16 on "
+          "cuda, 64..512 f32 on cpu)");
+ABSL_FLAG(int, tuning_repeats, 2, "tuning: times each bucket is measured (median)");
+ABSL_FLAG(std::string, note, "", "recorded in the method (e.g. what else ran on the machine)");
+ABSL_FLAG(bool, quiet, false, "no progress lines on stderr");
+
+namespace {
+
+using namespace arbiter;
+using namespace arbiter::bench;
+
+[[noreturn]] void Die(const absl::Status& s) {
+  std::cerr << "arbiter-bench: " << s << "\n";
+  std::exit(1);
+}
+
+template <typename T>
+T OrDie(absl::StatusOr<T> v) {
+  if (!v.ok()) Die(v.status());
+  return std::move(*v);
+}
+
+std::string UtcNow() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<int64_t> Int64List(const std::string& flag, const std::string& text) {
+  std::vector<int64_t> out;
+  for (absl::string_view s : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int64_t n;
+    if (!absl::SimpleAtoi(s, &n) || n <= 0) {
+      Die(absl::InvalidArgumentError(absl::StrCat("--", flag, ": expected positive integers, got \"",
+                                                  text, "\"")));
+    }
+    out.push_back(n);
+  }
+  return out;
+}
+
+std::string SelfDir() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, n);
+  return path.substr(0, path.rfind('/'));
+}
+
+std::string CpuClocks() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("cpu MHz", 0) == 0) return line;
+  }
+  return "not reported";
+}
+
+double GeoMean(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double s = 0;
+  for (double x : v) s += std::log(x);
+  return std::exp(s / v.size());
+}
+
+// Ratios of a column of `t`, where present.
+std::vector<double> Column(const Table& t, const std::string& name) {
+  std::vector<double> out;
+  for (size_t i = 0; i < t.columns().size(); ++i) {
+    if (t.columns()[i] != name) continue;
+    for (const auto& r : t.rows()) {
+      double v;
+      if (absl::SimpleAtod(r[i], &v) && v > 0) out.push_back(v);
+    }
+  }
+  return out;
+}
+
+double Max(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, x);
+  return m;
+}
+
+void PrintUsage() {
+  std::cout << absl::ProgramUsageMessage() << "\n\nFlags:\n";
+  std::vector<std::pair<std::string, const absl::CommandLineFlag*>> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (flag->Filename().find("bench_main") != std::string::npos) {
+      flags.emplace_back(std::string(name), flag);
+    }
+  }
+  std::sort(flags.begin(), flags.end());
+  for (const auto& [name, flag] : flags) {
+    std::cout << "  --" << name << " (default \"" << flag->DefaultValue() << "\")\n      "
+              << flag->Help() << "\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "arbiter-bench [flags]: the engine's own candidates and arbiterd, measured side by side in "
+      "one run (kernels, selection, service, tuning), written as CSV + Markdown under --out; "
+      "plot with python3 bench/plot.py OUT. See bench/README.md.");
+  // --help prints this binary's flags and exits 0 (absl's own --help exits 1).
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h" || a == "-help") {
+      PrintUsage();
+      return 0;
+    }
+  }
+  absl::ParseCommandLine(argc, argv);
+  spdlog::set_level(spdlog::level::warn);  // the engine's verdict lines would bury the summary
+
+  std::string kind = absl::GetFlag(FLAGS_backend);
+  if (kind == "auto") {
+    absl::StatusOr<BenchDevice> probe = OpenDevice("cuda", 0);
+    kind = probe.ok() ? "cuda" : "cpu";
+  }
+  const bool gpu = kind == "cuda";
+  BenchDevice dev = OrDie(OpenDevice(kind, absl::GetFlag(FLAGS_cpu_threads)));
+
+  const std::string dtype_name = absl::GetFlag(FLAGS_dtype).empty() ? (gpu ? "bf16" : "f32")
+                                                                     : absl::GetFlag(FLAGS_dtype);
+  const std::optional<DType> dtype = ParseDType(dtype_name);
+  if (!dtype) Die(absl::InvalidArgumentError("--dtype: expected f32, f64, f16 or bf16"));
+  const std::string grid_name =
+      absl::GetFlag(FLAGS_grid).empty() ? (gpu ? "full" : "small") : absl::GetFlag(FLAGS_grid);
+  const std::string out = absl::GetFlag(FLAGS_out).empty()
+                              ? absl::StrCat("bench/results/", kind)
+                              : absl::GetFlag(FLAGS_out);
+  if (::mkdir(out.c_str(), 0755) != 0 && errno != EEXIST) {
+    Die(absl::UnavailableError(absl::StrCat("--out ", out, ": cannot create")));
+  }
+  std::map<std::string, bool> sections;
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sections), ',', absl::SkipEmpty())) {
+    if (s != "kernels" && s != "selection" && s != "service" && s != "tuning") {
+      Die(absl::InvalidArgumentError(absl::StrCat(
+          "--sections: expected kernels, selection, service and/or tuning, got \"", s, "\"")));
+    }
+    sections[std::string(s)] = true;
+  }
+
+  SectionOptions options;
+  options.measure.warmup_runs = absl::GetFlag(FLAGS_warmup);
+  options.measure.min_samples = absl::GetFlag(FLAGS_min_samples);
+  options.measure.max_samples = absl::GetFlag(FLAGS_max_samples);
+  options.measure.device_budget_seconds = absl::GetFlag(FLAGS_device_budget_s);
+  options.measure.wall_budget_seconds = absl::GetFlag(FLAGS_wall_budget_s);
+  options.measure.wall_limit_seconds = absl::GetFlag(FLAGS_wall_limit_s);
+  options.measure.cold_cache = absl::GetFlag(FLAGS_cold_cache);
+  options.max_gflop = absl::GetFlag(FLAGS_max_gflop);
+  options.second_run = absl::GetFlag(FLAGS_second_run);
+  options.verbose = !absl::GetFlag(FLAGS_quiet);
+
+  const std::vector<int64_t> squares =
+      Int64List("peak_squares", absl::GetFlag(FLAGS_peak_squares).empty()
+                                    ? (gpu ? "4096,8192" : "256,512")
+                                    : absl::GetFlag(FLAGS_peak_squares));
+  const std::string started = UtcNow();
+  Rates rates = OrDie(MeasureRates(dev, *dtype, squares, options.measure));
+  std::vector<std::string> skipped;
+
+  // Kernels.
+  std::optional<Table> kernels;
+  if (sections["kernels"]) {
+    SectionOptions ko = options;
+    ko.budget_seconds = absl::GetFlag(FLAGS_kernels_budget_s);
+    kernels = OrDie(RunKernels(dev, OrDie(KernelGrid(grid_name, *dtype)), ko, &rates, &skipped));
+    if (auto s = kernels->WriteCsv(out + "/kernels.csv"); !s.ok()) Die(s);
+  }
+
+  // Selection.
+  std::optional<SelectionTables> selection;
+  std::string shapes_path, shapes_hash;
+  if (sections["selection"]) {
+    shapes_path = absl::GetFlag(FLAGS_shapes);
+    if (shapes_path.empty()) {
+      for (const char* p : {"../shared/eval/transformer-shapes.txt",
+                            "../../shared/eval/transformer-shapes.txt"}) {
+        if (Exists(p)) {
+          shapes_path = p;
+          break;
+        }
+      }
+      if (shapes_path.empty()) {
+        Die(absl::NotFoundError(
+            "selection: no --shapes given and ../shared/eval/transformer-shapes.txt not found"));
+      }
+    }
+    ShapeList list = OrDie(ReadShapeList(shapes_path));
+    shapes_hash = list.hash;
+    // The engine under test, on a backend of its own: the one arbiterd runs.
+    BenchDevice engine_dev = OrDie(OpenDevice(kind, absl::GetFlag(FLAGS_cpu_threads)));
+    ArbiterOptions ao;
+    ao.tuning = TuningPolicy::kSync;
+    ao.measure = options.measure;
+    std::unique_ptr<Arbiter> serving = OrDie(Arbiter::Create(
+        ao, std::move(engine_dev.backend), std::move(engine_dev.registry),
+        OrDie(VerdictStore::Open(":memory:"))));
+    SectionOptions so = options;
+    so.budget_seconds = absl::GetFlag(FLAGS_selection_budget_s);
+    selection = OrDie(RunSelection(dev, *serving, list.shapes, so, rates,
+                                   absl::GetFlag(FLAGS_transfer), &skipped));
+    if (auto s = selection->selection.WriteCsv(out + "/selection.csv"); !s.ok()) Die(s);
+    if (auto s = selection->transfer.WriteCsv(out + "/transfer.csv"); !s.ok()) Die(s);
+  }
+
+  // Service.
+  std::optional<ServiceTables> service;
+  if (sections["service"]) {
+    ServiceOptions so;
+    so.arbiterd = absl::GetFlag(FLAGS_arbiterd).empty() ? SelfDir() + "/arbiterd"
+                                                        : absl::GetFlag(FLAGS_arbiterd);
+    so.backend = kind;
+    char scratch[] = "/tmp/arbiter-bench-XXXXXX";
+    if (::mkdtemp(scratch) == nullptr) Die(absl::UnavailableError("mkdtemp failed"));
+    so.scratch = scratch;
+    so.concurrency.clear();
+    for (int64_t c : Int64List("concurrency", absl::GetFlag(FLAGS_concurrency))) {
+      so.concurrency.push_back(static_cast<int>(c));
+    }
+    so.seconds_per_point = absl::GetFlag(FLAGS_service_seconds);
+    so.dtype = *dtype;
+    so.matmul_sizes = Int64List("matmul_sizes", absl::GetFlag(FLAGS_matmul_sizes).empty()
+                                                    ? (gpu ? "256,512,1024,2048,4096,8192"
+                                                           : "128,256,512")
+                                                    : absl::GetFlag(FLAGS_matmul_sizes));
+    so.matmul_repeats = absl::GetFlag(FLAGS_matmul_repeats);
+    so.verbose = options.verbose;
+    service = OrDie(RunService(dev, so));
+    if (auto s = service->rpc.WriteCsv(out + "/service_rpc.csv"); !s.ok()) Die(s);
+    if (auto s = service->matmul.WriteCsv(out + "/service_matmul.csv"); !s.ok()) Die(s);
+  }
+
+  // Tuning cost.
+  std::optional<Table> tuning;
+  if (sections["tuning"]) {
+    std::string spec = absl::GetFlag(FLAGS_tuning_shapes);
+    if (spec.empty()) {
+      spec = gpu ? "256x256x256:bf16,1024x1024x1024:bf16,4096x4096x4096:bf16,"
+                   "8192x8192x8192:bf16,4096x28672x4096:f16"
+                 : "64x64x64:f32,128x128x128:f32,256x256x256:f32,512x512x512:f32";
+    }
+    std::vector<Problem> shapes;
+    for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
+      std::vector<std::string> parts = absl::StrSplit(item, absl::ByAnyChar("x:"));
+      Problem p;
+      std::optional<DType> dt = parts.size() == 4 ? ParseDType(parts[3]) : std::nullopt;
+      if (!dt || !absl::SimpleAtoi(parts[0], &p.m) || !absl::SimpleAtoi(parts[1], &p.n) ||
+          !absl::SimpleAtoi(parts[2], &p.k)) {
+        Die(absl::InvalidArgumentError(
+            absl::StrCat("--tuning_shapes: expected MxNxK:dtype, got \"", item, "\"")));
+      }
+      p.dtype = *dt;
+      shapes.push_back(p);
+    }
+    tuning = OrDie(RunTuning(kind, absl::GetFlag(FLAGS_cpu_threads), shapes,
+                             absl::GetFlag(FLAGS_tuning_repeats), options.verbose));
+    if (auto s = tuning->WriteCsv(out + "/tuning.csv"); !s.ok()) Die(s);
+  }
+
+  // The method: in every result folder, as CSV (for the plots) and in the page.
+  const DeviceInfo& info = dev.backend->info();
+  std::vector<std::string> versions;
+  for (const auto& [k, v] : info.versions) versions.push_back(absl::StrCat(k, " ", v));
+  std::string clocks = absl::GetFlag(FLAGS_clocks_file).empty()
+                           ? (gpu ? "not recorded (pass --clocks_file)" : CpuClocks())
+                           : ReadText(absl::GetFlag(FLAGS_clocks_file));
+  Table method({"key", "value"});
+  method.Add({"device", absl::StrCat(info.name, " (", info.backend, ", ", info.arch, ", ",
+                                     info.multiprocessors, gpu ? " SMs)" : " threads)")});
+  method.Add({"versions", absl::StrJoin(versions, "; ")});
+  method.Add({"date", started});
+  method.Add({"commit", ARBITER_BENCH_COMMIT});
+  method.Add({"timer", TimerMethod(dev)});
+  method.Add({"warmup", absl::StrCat(options.measure.warmup_runs, " untimed interleaved rounds "
+                                     "(after the oracle and determinism runs)")});
+  method.Add({"repeats",
+              absl::StrCat(options.measure.min_samples, "..", options.measure.max_samples,
+                           " samples per candidate in interleaved rounds, until IQR/median < ",
+                           options.measure.stable_spread, ", or the race's budgets (device ",
+                           options.measure.device_budget_seconds, " s, wall ",
+                           options.measure.wall_budget_seconds, " s, limit ",
+                           options.measure.wall_limit_seconds,
+                           " s) are spent; figures are medians, spread IQR/median")});
+  method.Add({"cold_cache", options.measure.cold_cache
+                                ? absl::StrCat("the backend's FlushCache before every sample (",
+                                               info.cache_bytes, " B last-level cache evicted)")
+                                : "off (warm cache)"});
+  method.Add({"checked", "every candidate checked by the oracle on NaN-poisoned output, and its "
+                         "determinism claim, before timing (the engine's Measurer)"});
+  while (!clocks.empty() && clocks.back() == '\n') clocks.pop_back();
+  std::replace(clocks.begin(), clocks.end(), '\n', ';');
+  if (rates.clock_max_mhz > 0) {
+    clocks = absl::StrCat("SM clock seen while timing: ", static_cast<int>(rates.clock_min_mhz),
+                          "-", static_cast<int>(rates.clock_max_mhz), " MHz; ", clocks);
+  }
+  method.Add({"clocks", clocks.substr(0, 600)});
+  method.Add({"peak_tflops", absl::StrCat(Fixed(rates.peak_flops / 1e12, 4), " (", dev.vendor,
+                                          " at ", rates.peak_shape, ")")});
+  method.Add({"copy_bandwidth_gbs", Fixed(rates.copy_bandwidth / 1e9, 1)});
+  method.Add({"grid", absl::StrCat(grid_name, " ", dtype_name)});
+  method.Add({"shapes", shapes_path.empty() ? "" : absl::StrCat(shapes_path, " fnv1a64 ", shapes_hash)});
+  method.Add({"vendor", dev.vendor});
+  method.Add({"second_run", options.second_run ? "each kernel shape measured twice" : "off"});
+  if (!absl::GetFlag(FLAGS_note).empty()) method.Add({"note", absl::GetFlag(FLAGS_note)});
+  if (auto s = method.WriteCsv(out + "/method.csv"); !s.ok()) Die(s);
+
+  // Summary: the page and the last lines on stdout.
+  Table summary({"figure", "value"});
+  if (kernels) {
+    std::vector<double> best_vs_vendor, best_vs_floor;
+    std::map<std::string, std::pair<double, double>> best;  // shape -> (t, vs_floor)
+    std::vector<std::string> cols = kernels->columns();
+    auto col = [&](const char* n) {
+      return static_cast<size_t>(std::find(cols.begin(), cols.end(), n) - cols.begin());
+    };
+    std::map<std::string, double> vendor;
+    int agree = 0, compared = 0;
+    for (const auto& r : kernels->rows()) {
+      const std::string shape = absl::StrCat(r[col("m")], "x", r[col("n")], "x", r[col("k")]);
+      double t, f;
+      if (!absl::SimpleAtod(r[col("median_s")], &t)) continue;
+      if (!absl::SimpleAtod(r[col("vs_floor")], &f)) f = 0;
+      if (!best.count(shape) || t < best[shape].first) best[shape] = {t, f};
+      if (r[col("candidate")] == dev.vendor) vendor[shape] = t;
+      if (!r[col("run2_agrees")].empty()) {
+        ++compared;
+        agree += r[col("run2_agrees")] == "yes";
+      }
+    }
+    for (const auto& [shape, bf] : best) {
+      if (vendor.count(shape)) best_vs_vendor.push_back(bf.first / vendor[shape]);
+      if (bf.second > 0) best_vs_floor.push_back(bf.second);
+    }
+    summary.Add({"kernels: shapes measured", absl::StrCat(best.size())});
+    summary.Add({absl::StrCat("kernels: best / ", dev.vendor, " (geomean)"),
+                 Fixed(GeoMean(best_vs_vendor), 3)});
+    summary.Add({"kernels: best / floor (geomean)", Fixed(GeoMean(best_vs_floor), 2)});
+    summary.Add({"kernels: second run within spread", absl::StrCat(agree, " of ", compared)});
+  }
+  if (selection) {
+    const std::vector<double> regret = Column(selection->selection, "regret");
+    const std::vector<double> vendor = Column(selection->selection, "vendor_vs_best");
+    const std::vector<double> tier = Column(selection->selection, "tier_vs_best");
+    const std::vector<double> transfer = Column(selection->transfer, "regret");
+    summary.Add({"selection: shapes", absl::StrCat(selection->selection.rows().size())});
+    summary.Add({"selection: served / best (geomean, worst)",
+                 absl::StrCat(Fixed(GeoMean(regret), 3), ", ", Fixed(Max(regret), 3))});
+    summary.Add({absl::StrCat("selection: ", dev.vendor, " alone / best (geomean, worst)"),
+                 absl::StrCat(Fixed(GeoMean(vendor), 3), ", ", Fixed(Max(vendor), 3))});
+    summary.Add({"selection: tier default / best (geomean, worst)",
+                 absl::StrCat(Fixed(GeoMean(tier), 3), ", ", Fixed(Max(tier), 3))});
+    summary.Add({"transfer: served / best (geomean, worst)",
+                 absl::StrCat(Fixed(GeoMean(transfer), 3), ", ", Fixed(Max(transfer), 3))});
+  }
+  if (service) {
+    for (const auto& r : service->rpc.rows()) {
+      if (r[1] == "select" && r[2] == absl::GetFlag(FLAGS_concurrency).substr(
+                                          absl::GetFlag(FLAGS_concurrency).rfind(',') + 1)) {
+        summary.Add({absl::StrCat("service: ", r[0], " Select / empty RPC throughput at ", r[2],
+                                  " clients"),
+                     r[7]});
+      }
+    }
+    for (const auto& r : service->matmul.rows()) {
+      summary.Add({absl::StrCat("service: ", r[0], " Matmul ", r[1], " ", r[3],
+                                "^3 end to end / in-process"),
+                   r[7]});
+    }
+  }
+  if (tuning) {
+    for (const auto& r : tuning->rows()) {
+      summary.Add({absl::StrCat("tuning: one bucket, ", r[0], " ", r[1], "x", r[2], "x", r[3],
+                                " (s)"),
+                   r[7]});
+    }
+  }
+  summary.Add({"skipped", absl::StrCat(skipped.size())});
+  if (auto s = summary.WriteCsv(out + "/summary.csv"); !s.ok()) Die(s);
+
+  std::ofstream page(out + "/README.md");
+  page << "# arbiter-bench results: " << info.name << " (" << kind << " backend)\n\n"
+       << "Generated by `arbiter-bench` (bench/README.md explains each figure); plots by "
+          "`python3 bench/plot.py "
+       << out << "`.\n\n## Method\n\n"
+       << method.Markdown() << "\n## Summary\n\n"
+       << summary.Markdown() << "\n";
+  if (kernels) {
+    page << "## Kernels\n\n![TFLOP/s against M](kernels_tflops.png)\n\n"
+         << "![% of " << dev.vendor << " against M](kernels_vs_vendor.png)\n\n"
+         << "Every candidate at every shape: [kernels.csv](kernels.csv).\n\n";
+  }
+  if (selection) {
+    page << "## Selection\n\n![served / floor per shape](selection_floor.png)\n\n"
+         << selection->selection.Markdown({"dtype", "m", "n", "k", "served", "best",
+                                           "tier_default", "regret", "vendor_vs_best",
+                                           "tier_vs_best", "served_vs_floor"})
+         << "\n### Transfer (bucket measured at one M, served at another)\n\n"
+         << selection->transfer.Markdown() << "\n";
+  }
+  if (service) {
+    page << "## Service\n\n![end to end / in-process](service_e2e.png)\n\n"
+         << "Select against the empty RPC (grpc.health.v1 Check), same daemon, same run:\n\n"
+         << service->rpc.Markdown() << "\nMatmul end to end against the same work in-process "
+         << "(copy in, the kernel the daemon served, copy out):\n\n"
+         << service->matmul.Markdown() << "\n";
+  }
+  if (tuning) {
+    page << "## Tuning cost\n\nWall time of measuring one bucket (every candidate: oracle, "
+            "determinism check, timing) under the daemon's default measure options - what a "
+            "sync miss waits for:\n\n"
+         << tuning->Markdown() << "\n";
+  }
+  if (!skipped.empty()) {
+    page << "## Skipped\n\n";
+    for (const auto& s : skipped) page << "- " << s << "\n";
+  }
+  page.close();
+
+  std::cout << "arbiter-bench " << kind << " " << info.name << " -> " << out << "\n"
+            << summary.Markdown();
+  return 0;
+}

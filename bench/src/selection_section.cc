@@ -1,0 +1,145 @@
+// The selection section: served against exhaustive, and transfer within a bucket.
+#include <chrono>
+#include <iostream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "bench/src/sections.h"
+#include "engine/bucket.h"
+#include "engine/selection.h"
+
+namespace arbiter::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Every covering candidate timed at exactly `p`, by name; the fastest in *best.
+struct Exhaustive {
+  std::map<std::string, double> seconds;  // timed candidates only
+  std::string best;
+  double best_seconds = -1;
+  double Time(const std::string& name) const {
+    const auto it = seconds.find(name);
+    return it == seconds.end() ? -1 : it->second;
+  }
+};
+
+absl::StatusOr<Exhaustive> MeasureAll(BenchDevice& dev, const Problem& p,
+                                      const MeasureOptions& measure) {
+  Measurer measurer(*dev.backend, *dev.stream, measure);
+  ASSIGN_OR_RETURN(std::vector<Measurement> ms, measurer.Measure(p, Covering(dev, p)));
+  Exhaustive e;
+  for (const Measurement& m : ms) {
+    if (!m.result.timed()) continue;
+    e.seconds[m.result.name] = m.result.median_seconds;
+    if (e.best_seconds < 0 || m.result.median_seconds < e.best_seconds) {
+      e.best_seconds = m.result.median_seconds;
+      e.best = m.result.name;
+    }
+  }
+  return e;
+}
+
+std::string Ratio(double num, double den) {
+  return num > 0 && den > 0 ? Fixed(num / den, 3) : "";
+}
+
+std::string Dims(const Problem& p) { return absl::StrCat(p.m, "x", p.n, "x", p.k); }
+
+}  // namespace
+
+absl::StatusOr<SelectionTables> RunSelection(BenchDevice& dev, Arbiter& serving,
+                                             const std::vector<BenchShape>& shapes,
+                                             const SectionOptions& options, const Rates& rates,
+                                             bool transfer, std::vector<std::string>* skipped) {
+  const Clock::time_point start = Clock::now();
+  SelectionTables out;
+  out.selection = Table({"dtype", "m", "n", "k", "bucket", "served", "source", "measured_at",
+                         "best", "tier_default", "t_best_s", "t_served_s", "t_vendor_s",
+                         "t_tier_s", "regret", "vendor_vs_best", "tier_vs_best", "floor_s",
+                         "served_vs_floor", "vendor_vs_floor", "select_wall_s"});
+  out.transfer = Table({"dtype", "n", "k", "bucket", "measured_m", "served_m", "served",
+                        "measured_at", "best", "t_best_s", "t_served_s", "regret"});
+  std::vector<Problem> taken;
+  for (const BenchShape& s : shapes) {
+    const Problem& p = s.problem;
+    if (options.max_gflop > 0 && p.flops() > options.max_gflop * 1e9) {
+      skipped->push_back(absl::StrCat("selection ", p.ToString(), ": over --max_gflop"));
+      continue;
+    }
+    if (options.budget_seconds > 0 && Since(start) > options.budget_seconds) {
+      skipped->push_back(absl::StrCat("selection ", p.ToString(), ": section time budget spent"));
+      continue;
+    }
+    const std::vector<const RegisteredCandidate*> cands = Covering(dev, p);
+    const auto tier_it = TierDefault(cands, [](const RegisteredCandidate*) { return true; },
+                                     [](const RegisteredCandidate* c) { return c->spec.tier; });
+    const std::string tier = tier_it == cands.end() ? "" : (*tier_it)->spec.name;
+    // What the engine serves, under the daemon's (sync) policy: the first shape
+    // of a bucket measures it; later shapes of the bucket are served from that.
+    const Clock::time_point t0 = Clock::now();
+    absl::StatusOr<Selection> served = serving.Select(p, SelectOptions{});
+    const double select_wall = Since(t0);
+    if (!served.ok()) {
+      skipped->push_back(absl::StrCat("selection ", p.ToString(), ": ", served.status().ToString()));
+      continue;
+    }
+    ASSIGN_OR_RETURN(Exhaustive e, MeasureAll(dev, p, options.measure));
+    const double floor = rates.Floor(p);
+    const double t_served = e.Time(served->candidate);
+    const double t_vendor = e.Time(dev.vendor);
+    out.selection.Add(
+        {DTypeName(p.dtype), absl::StrCat(p.m), absl::StrCat(p.n), absl::StrCat(p.k),
+         BucketOf(p).ToString(), served->candidate, VerdictSourceName(served->source),
+         served->verdict ? Dims(served->verdict->measured) : "", e.best, tier, Sci(e.best_seconds),
+         Sci(t_served), Sci(t_vendor), Sci(e.Time(tier)), Ratio(t_served, e.best_seconds),
+         Ratio(t_vendor, e.best_seconds), Ratio(e.Time(tier), e.best_seconds), Sci(floor),
+         Ratio(t_served, floor), Ratio(t_vendor, floor), Fixed(select_wall, 3)});
+    taken.push_back(p);
+    if (options.verbose) {
+      std::cerr << "selection " << p << ": served " << served->candidate << ", best " << e.best
+                << "\n";
+    }
+  }
+  if (!transfer) return out;
+
+  // Transfer: measure the bucket at one end of M's class, serve the others.
+  for (const Problem& p : taken) {
+    if (options.budget_seconds > 0 && Since(start) > options.budget_seconds) {
+      skipped->push_back(absl::StrCat("transfer ", p.ToString(), ": section time budget spent"));
+      continue;
+    }
+    const std::vector<int64_t> ms = BucketEnds(p.m);
+    if (ms.size() < 2) continue;
+    std::map<int64_t, Exhaustive> exhaustive;
+    for (int64_t measured_m : {ms.front(), ms.back()}) {
+      Problem at = p;
+      at.m = measured_m;
+      RETURN_IF_ERROR(serving.Tune(at).status());
+      for (int64_t served_m : ms) {
+        if (served_m == measured_m) continue;
+        Problem q = p;
+        q.m = served_m;
+        ASSIGN_OR_RETURN(Selection sel, serving.Select(q, SelectOptions{}));
+        if (!exhaustive.count(served_m)) {
+          ASSIGN_OR_RETURN(exhaustive[served_m], MeasureAll(dev, q, options.measure));
+        }
+        const Exhaustive& e = exhaustive[served_m];
+        const double t_served = e.Time(sel.candidate);
+        out.transfer.Add({DTypeName(p.dtype), absl::StrCat(p.n), absl::StrCat(p.k),
+                          BucketOf(q).ToString(), absl::StrCat(measured_m),
+                          absl::StrCat(served_m), sel.candidate,
+                          sel.verdict ? Dims(sel.verdict->measured) : "", e.best,
+                          Sci(e.best_seconds), Sci(t_served), Ratio(t_served, e.best_seconds)});
+      }
+    }
+    if (options.verbose) std::cerr << "transfer " << p << ": done\n";
+  }
+  return out;
+}
+
+}  // namespace arbiter::bench

@@ -1,0 +1,36 @@
+// The service section: arbiterd started by the bench (one daemon per transport:
+// loopback TCP, then a Unix socket), driven by a C++ load generator - a thread
+// and a channel per client - and compared in the same run with
+//   - an empty RPC (grpc.health.v1 Check) for Select's latency and throughput;
+//   - the same work in-process (copy in, the kernel the daemon served, copy out)
+//     for Matmul end to end on the bytes path.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/src/bench_device.h"
+#include "bench/src/table.h"
+
+namespace arbiter::bench {
+
+struct ServiceOptions {
+  std::string arbiterd;                       // the daemon binary to start
+  std::string backend = "cpu";                // its --backend
+  std::string scratch;                        // folder for the socket and daemon logs
+  std::vector<int> concurrency = {1, 4, 16};  // clients in flight
+  double seconds_per_point = 2.0;             // each (transport, rpc, concurrency) runs this long
+  DType dtype = DType::kF32;                  // Select's and Matmul's problems
+  std::vector<int64_t> matmul_sizes = {256, 512, 1024};  // n of n^3
+  int matmul_repeats = 5;                     // each path, median of this many calls
+  bool verbose = true;
+};
+
+struct ServiceTables {
+  Table rpc{std::vector<std::string>{}};     // transport, rpc, concurrency: calls/s, p50, p99
+  Table matmul{std::vector<std::string>{}};  // size: end to end and in-process
+};
+
+absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions& options);
+
+}  // namespace arbiter::bench

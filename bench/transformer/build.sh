@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds transformer_bench with nvcc alone (no CMake: the kernel families'
+# sources are compiled in directly), for carrying to the GPU machine.
+#   usage: bench/transformer/build.sh OUT_DIR
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:?usage: build.sh OUT_DIR}
+rm -rf "$out/obj" && mkdir -p "$out/obj"
+flags=(-std=c++17 -O3 -I"$root" -Xptxas=-warn-spills,-warn-lmem-usage,-Werror)
+sm80_90=(-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90)
+nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/gemv/gemv.cu" -o "$out/obj/gemv.o" &
+nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/splitk/splitk.cu" -o "$out/obj/splitk.o"
+wait
+nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/common/split_reduce.cu" -o "$out/obj/split_reduce.o"
+nvcc "${flags[@]}" -gencode=arch=compute_90a,code=sm_90a -c "$root/kernels/wgmma/wgmma_gemm.cu" -o "$out/obj/wgmma.o" &
+nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/kernels/skinny/skinny.cu" -o "$out/obj/skinny.o"
+wait
+nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/common/pad.cu" -o "$out/obj/pad.o" &
+nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/bench/transformer/transformer_bench.cu" -o "$out/obj/bench.o"
+wait
+nvcc -o "$out/transformer_bench" "$out"/obj/*.o -lcublas -lcublasLt
+echo "built $out/transformer_bench"

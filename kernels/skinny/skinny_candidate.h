@@ -1,0 +1,13 @@
+// Registration of the skinny candidate: its contract family (one member per
+// dtype) and the KernelFn that launches it on a CudaBackend stream
+// (kernels/common/family.h). The kernel, its launch geometry and why it is
+// deterministic and batch invariant: skinny.cu.
+#pragma once
+
+#include "engine/candidate.h"
+
+namespace arbiter::kernels {
+
+CandidateSpec MakeSkinnyCandidate();
+
+}  // namespace arbiter::kernels

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The GPU-free test suite under sanitizers, each in a build tree of its own
+# (CPU only, clang, only the test targets run here):
+#   build-asan/  ASan + UBSan (shared with scripts/fuzz.sh: ARBITER_FUZZ=ON implies
+#                both): the engine, server, CPU backend and kernel tests, and the
+#                integration tests, which drive an arbiterd built the same way
+#   build-tsan/  TSan: the engine and server tests, where our threads meet
+#                (tests/sanitize/tsan.supp lists what is suppressed, and why)
+# Prints one line per test binary and a summary; exits non-zero when any fails.
+# Usage: scripts/sanitize.sh [asan|tsan]...   (default: both)
+#
+# Not yet called by scripts/test.sh: neither stage has been seen to pass in full
+# (tests/reliability/RESULTS.md, "CI cost"); once each has, with its time measured,
+# test.sh runs it after ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=$(nproc)
+stages=("$@")
+((${#stages[@]})) || stages=(asan tsan)
+
+configure() {  # configure DIR CMAKE_ARGS...
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DARBITER_CUDA=OFF \
+    -DCMAKE_CXX_COMPILER=clang++-14 "$@" ${ARBITER_CMAKE_ARGS:-} >/dev/null
+}
+
+export ASAN_OPTIONS="detect_leaks=1:strict_init_order=1:check_initialization_order=1"
+export LSAN_OPTIONS="suppressions=$root/tests/sanitize/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitize/tsan.supp"
+
+failed=()
+summary=()
+run() {  # run STAGE DIR BINARY...
+  local stage=$1 dir=$2
+  shift 2
+  for test in "$@"; do
+    local log="$dir/sanitize-$test.log" start=$SECONDS
+    if "$dir/bin/$test" --gtest_brief=1 >"$log" 2>&1; then
+      summary+=("$stage $test: passed ($((SECONDS - start)) s)")
+    else
+      summary+=("$stage $test: FAILED ($((SECONDS - start)) s; $log)")
+      failed+=("$stage $test")
+      tail -40 "$log"
+    fi
+  done
+}
+
+for stage in "${stages[@]}"; do
+  start=$SECONDS
+  case $stage in
+    asan)
+      tests=(engine_tests server_tests cpu_backend_tests cpu_candidates_tests cpu_blocked_tests
+             integration_tests logging_integration_tests)
+      configure build-asan -DARBITER_FUZZ=ON
+      cmake --build build-asan -j"$jobs" --target "${tests[@]}" arbiterd arbiterctl >/dev/null
+      summary+=("asan build: $((SECONDS - start)) s")
+      run asan build-asan "${tests[@]}"
+      ;;
+    tsan)
+      tests=(engine_tests server_tests)
+      configure build-tsan -DARBITER_SANITIZE=thread
+      cmake --build build-tsan -j"$jobs" --target "${tests[@]}" >/dev/null
+      summary+=("tsan build: $((SECONDS - start)) s")
+      run tsan build-tsan "${tests[@]}"
+      ;;
+    *) echo "sanitize.sh: unknown stage $stage (asan, tsan)" >&2; exit 2 ;;
+  esac
+done
+
+echo "== sanitizers"
+printf '  %s\n' "${summary[@]}"
+if ((${#failed[@]})); then
+  echo "sanitize.sh: FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "sanitize.sh: all passed"

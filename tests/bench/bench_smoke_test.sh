@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# arbiter-bench smoke: runs the tiny grid and a three-shape selection on the CPU
+# backend into a temporary folder, then bench/plot.py on its CSV. Asserts what a
+# reader of the results relies on (every file written, candidates timed after
+# the oracle, the method recorded, plots drawn) and no timing.
+set -euo pipefail
+bench=$1 arbiterd=$2 python=$3 root=$4
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$bench" --help >/dev/null 2>&1 || fail "--help"
+"$bench" --backend=cpu --grid=tiny --shapes="$root/tests/bench/smoke-shapes.txt" \
+  --out="$out" --cpu_threads=1 --warmup=1 --min_samples=2 --max_samples=3 \
+  --device_budget_s=0.01 --wall_budget_s=0.05 --peak_squares=64 --arbiterd="$arbiterd" --concurrency=1,2 \
+  --service_seconds=0.2 --matmul_sizes=32,64 --matmul_repeats=2 \
+  --tuning_shapes=32x32x32:f32 --tuning_repeats=1 --quiet >"$out/stdout.txt" \
+  || fail "arbiter-bench exited $?: $(tail -5 "$out/stdout.txt")"
+
+for f in kernels.csv selection.csv transfer.csv service_rpc.csv service_matmul.csv tuning.csv \
+    method.csv summary.csv README.md; do
+  [[ -s $out/$f ]] || fail "$f not written"
+done
+# Every tiny-grid shape appears, and some candidate was timed at each.
+for shape in "32,32,32" "64,64,64" "1,64,64" "8,64,64" "33,17,65"; do
+  grep -q ",$shape,.*,timed," "$out/kernels.csv" || fail "kernels.csv: nothing timed at $shape"
+done
+# The three listed shapes each have a served candidate and a best.
+(( $(tail -n +2 "$out/selection.csv" | wc -l) == 3 )) || fail "selection.csv: want 3 rows"
+# 40 and 64 share M's bucket class: transfer rows exist.
+(( $(tail -n +2 "$out/transfer.csv" | wc -l) >= 2 )) || fail "transfer.csv: want >= 2 rows"
+for key in device date commit timer warmup repeats cold_cache peak_tflops copy_bandwidth_gbs shapes; do
+  grep -q "^$key," "$out/method.csv" || fail "method.csv lacks $key"
+done
+grep -q "fnv1a64" "$out/method.csv" || fail "method.csv: shape list hash missing"
+# Both transports, both RPCs, both concurrencies; Matmul at both sizes on both transports.
+(( $(tail -n +2 "$out/service_rpc.csv" | wc -l) == 8 )) || fail "service_rpc.csv: want 8 rows"
+(( $(tail -n +2 "$out/service_matmul.csv" | wc -l) == 4 )) || fail "service_matmul.csv: want 4 rows"
+(( $(tail -n +2 "$out/tuning.csv" | wc -l) == 1 )) || fail "tuning.csv: want 1 row"
+grep -q "served / best" "$out/stdout.txt" || fail "summary missing on stdout"
+
+"$python" "$root/bench/plot.py" "$out" >/dev/null || fail "plot.py failed"
+for f in kernels_tflops.png kernels_vs_vendor.png kernels_squares.png selection_floor.png \
+    service_e2e.png tuning_cost.png; do
+  [[ -s $out/$f ]] || fail "plot.py wrote no $f"
+done
+echo "ok: bench smoke"
