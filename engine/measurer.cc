@@ -288,6 +288,9 @@ bool Measurer::HoldsDeterminismClaims(const CandidateMember& member, Operands& o
 absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands& ops,
                                   MeasureReport* report) {
   if (entrants.empty()) return absl::OkStatus();
+  // The last candidate checked may have faulted the device: seen here, while the
+  // hooks still name it, before the warmup names another.
+  RETURN_IF_ERROR(Checkpoint());
   TuningCost& cost = report->cost;
   const GemmArgs args = ops.Args(stream_);
   const auto cancelled = [&] {

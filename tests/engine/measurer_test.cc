@@ -440,8 +440,8 @@ TEST_F(MeasurerTest, EveryKernelRunsOnlyAfterItsCandidateWasAnnouncedForThePhase
 
 TEST_F(MeasurerTest, AFailedCheckpointStopsTheMeasurementWithItsStatusAndRunsNothingMore) {
   RecordingHooks hooks;
-  hooks.fail_at = 4;  // before the candidate, after its oracle run, before its first timed
-                      // sample, then here, before its second
+  hooks.fail_at = 5;  // before the candidate, after its oracle run, before the warm-up,
+                      // before its first timed sample, then here, before its second
   hooks_ = &hooks;
   auto runs = std::make_shared<int>(0);
   std::vector<CandidateSpec> c;
@@ -456,6 +456,37 @@ TEST_F(MeasurerTest, AFailedCheckpointStopsTheMeasurementWithItsStatusAndRunsNot
   EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
   // oracle + determinism + warm-up + one sample; nothing after the failed checkpoint.
   EXPECT_EQ(*runs, 2 + options_.warmup_runs + 1);
+}
+
+// A device fault is seen at the next checkpoint (the Tuner's checks the device's
+// health); the candidate named last then is the one blamed.
+class FaultingDeviceHooks final : public MeasureHooks {
+ public:
+  void Launching(const CandidateSpec& candidate, std::string_view) override {
+    launching = candidate.name;
+  }
+  absl::Status Checkpoint() override {
+    if (!device_faulted) return absl::OkStatus();
+    blamed = launching;
+    return absl::UnavailableError("device fault");
+  }
+  std::string launching;
+  std::string blamed;  // named when the fault was seen
+  bool device_faulted = false;
+};
+
+TEST_F(MeasurerTest, AFaultInTheLastCandidatesOracleRunIsSeenBeforeAnotherCandidateIsNamed) {
+  FaultingDeviceHooks hooks;
+  hooks_ = &hooks;
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("healthy", 2, TimedKernel(10e-6)));
+  c.push_back(FakeCandidate("faulting", 1, [&hooks](const GemmArgs&) {
+    hooks.device_faulted = true;  // as an illegal address: the run fails, the device is gone
+    return absl::InternalError("an illegal memory access was encountered");
+  }));
+  const absl::StatusOr<MeasureReport> r = Race(std::move(c), p_);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_EQ(hooks.blamed, "faulting");
 }
 
 }  // namespace
