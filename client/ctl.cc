@@ -111,7 +111,7 @@ const std::set<std::string>& Ctl::Options() {
   static const std::set<std::string> options = {
       "server",  "token-file", "timeout", "m",      "n",           "k",       "dtype",
       "seed",    "samples",    "shape",   "bucket", "candidate",   "reason",  "scope",
-      "service", "determinism", "tuning", "operands", "region-kind"};
+      "service", "determinism", "tuning", "operands", "region-kind", "reach"};
   return options;
 }
 
@@ -136,17 +136,20 @@ commands:
   candidates                               every candidate, its contract and eligibility
   verdicts [--dtype D] [--bucket B] [--candidate NAME]
                                            stored verdicts with their figures, and forces
-  force --candidate NAME --reason TEXT --m M --n N --k K [--dtype D]
-  unforce --m M --n N --k K [--dtype D]
-  invalidate [--candidate NAME] [--dtype D] [--m M --n N --k K] [--all]
+  force --candidate NAME --reason TEXT --m M --n N --k K [--dtype D] [--scope fleet|node]
+  unforce --m M --n N --k K [--dtype D] [--scope fleet|node]
+  invalidate [--candidate NAME] [--dtype D] [--m M --n N --k K] [--all] [--scope fleet|node]
   tune --shape MxNxK [--shape ...] [--dtype D]
                                            measure each shape's bucket now (progress streamed)
   quarantine list | clear [--candidate NAME] | add --candidate NAME --reason TEXT [--scope S]
+         [--reach fleet|node]
   regions                                  every client's regions (memory shared for zero-copy)
   tensors                                  every client's resident tensors
   info                                     the daemon, its device and its store
   health [--service NAME]                  exit 0 only when SERVING
 
+Changes reach every daemon sharing the store (fleet, the default); --scope node (quarantine:
+--reach node) keeps one to this daemon, in its memory until it restarts.
 --server defaults to 127.0.0.1:50051. --token-file sends "authorization: Bearer <token>".
 exit codes: 0 ok, 1 the daemon returned an error, 2 usage, 3 matmul check failed, 4 not serving
 )";
@@ -450,18 +453,36 @@ int Ctl::Verdicts() {
   }
   if (!response.forces().empty()) {
     out_ << "\nforces\n";
-    Table table({"dtype", "bucket", "candidate", "reason"});
+    Table table({"dtype", "bucket", "candidate", "reach", "reason"});
     for (const v1::Force& f : response.forces()) {
-      table.AddRow({DTypeShortName(f.dtype()), f.bucket(), f.candidate(), f.reason()});
+      table.AddRow({DTypeShortName(f.dtype()), f.bucket(), f.candidate(),
+                    f.reach() == v1::REACH_NODE ? "node" : "fleet", f.reason()});
     }
     table.Print(out_);
   }
   return kExitOk;
 }
 
+bool Ctl::ParseReach(bool scope_is_reach, v1::Reach* reach) {
+  const std::string key = scope_is_reach && args_.Has("scope") ? "scope" : "reach";
+  const std::string text = args_.Get(key, "fleet");
+  if (text == "fleet") {
+    *reach = v1::REACH_FLEET;
+  } else if (text == "node") {
+    *reach = v1::REACH_NODE;
+  } else {
+    UsageError("--" + key + ": expected fleet or node, got \"" + text + "\"");
+    return false;
+  }
+  return true;
+}
+
 int Ctl::Force() {
   v1::ForceRequest request;
   if (!ParseProblem(request.mutable_problem())) return kExitUsage;
+  v1::Reach reach;
+  if (!ParseReach(true, &reach)) return kExitUsage;
+  request.set_reach(reach);
   if (!args_.Has("candidate") || !args_.Has("reason")) {
     return UsageError("force needs --candidate and --reason");
   }
@@ -481,6 +502,9 @@ int Ctl::Force() {
 int Ctl::Unforce() {
   v1::UnforceRequest request;
   if (!ParseProblem(request.mutable_problem())) return kExitUsage;
+  v1::Reach reach;
+  if (!ParseReach(true, &reach)) return kExitUsage;
+  request.set_reach(reach);
   v1::UnforceResponse response;
   if (grpc::Status s = client_.Unforce(request, &response); !s.ok()) return RpcError("unforce", s);
   if (json_) {
@@ -504,6 +528,9 @@ int Ctl::Invalidate() {
     if (!ParseProblem(request.mutable_problem())) return kExitUsage;
   }
   request.set_all(args_.Has("all"));
+  v1::Reach reach;
+  if (!ParseReach(true, &reach)) return kExitUsage;
+  request.set_reach(reach);
   if (request.candidate().empty() && request.dtype() == v1::DTYPE_UNSPECIFIED &&
       !request.has_problem() && !request.all()) {
     return UsageError("invalidate needs --candidate, --dtype, a problem (--m --n --k) or --all");
@@ -584,6 +611,9 @@ int Ctl::Quarantine() {
   if (action == "clear") {
     v1::ClearQuarantineRequest request;
     request.set_candidate(args_.Get("candidate"));
+    v1::Reach reach;
+    if (!ParseReach(false, &reach)) return kExitUsage;
+    request.set_reach(reach);
     v1::ClearQuarantineResponse response;
     if (grpc::Status s = client_.ClearQuarantine(request, &response); !s.ok()) {
       return RpcError("quarantine clear", s);
@@ -604,6 +634,9 @@ int Ctl::Quarantine() {
     request.set_candidate(args_.Get("candidate"));
     request.set_scope(args_.Get("scope", "*"));
     request.set_reason(args_.Get("reason"));
+    v1::Reach reach;
+    if (!ParseReach(false, &reach)) return kExitUsage;
+    request.set_reach(reach);
     if (grpc::Status s = client_.Quarantine(request); !s.ok()) return RpcError("quarantine add", s);
     if (json_) {
       PrintJson(v1::QuarantineResponse());

@@ -54,6 +54,8 @@ class Ctl {
 
   // --m --n --k --dtype (f32 when absent) into `p`; prints the usage error.
   bool ParseProblem(v1::Problem* p);
+  // --reach (or, where `scope_is_reach`, --scope) fleet|node; false after a usage error.
+  bool ParseReach(bool scope_is_reach, v1::Reach* reach);
   // matmul --operands device: A and B written into a region, C read back from it.
   int DeviceMatmul(v1::MatmulRequest* request, const Operands& ops, v1::MatmulResponse* response,
                    std::string* c);

@@ -65,6 +65,8 @@ absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(const ArbiterOptions& o
   a->streams_ = std::make_unique<StreamPool>(std::move(streams), options.max_queue);
   ASSIGN_OR_RETURN(a->quarantine_, Quarantine::Create(*a->store_, a->fingerprint_));
   a->verdict_cache_ = std::make_unique<VerdictCache>(options.verdict_cache_entries);
+  ASSIGN_OR_RETURN(a->forces_, Forces::Create(*a->store_, a->fingerprint_));
+  a->node_verdicts_ = std::make_unique<NodeVerdicts>();
   a->selections_ = std::make_unique<SelectionCache>(
       options.selection_cache_entries,
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -85,8 +87,11 @@ absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(const ArbiterOptions& o
   tuner.hang_seconds = options.tuning_hang_seconds;
   tuner.on_fault = options.on_fault;
   a->tuner_ = std::make_unique<Tuner>(tuner, *a->backend_, *a->registry_, *a->store_,
-                                      *a->streams_, *a->quarantine_, *a->verdict_cache_,
-                                      a->journal_.get());
+                                      *a->node_verdicts_, *a->streams_, *a->quarantine_,
+                                      *a->verdict_cache_, a->journal_.get());
+  Arbiter* self = a.get();
+  a->subscription_ =
+      a->store_->Subscribe([self](const StoreChange& change) { self->OnStoreChange(change); });
   for (const RegisteredCandidate& c : a->registry_->candidates()) {
     if (c.device_ok) {
       spdlog::info("candidate {} eligible on {}", absl::StrCat(c.spec.name, "@v", c.spec.version),
@@ -119,7 +124,39 @@ Arbiter::Arbiter(const ArbiterOptions& options, std::unique_ptr<Backend> backend
       store_(std::move(store)),
       fingerprint_(backend_->info().Fingerprint()) {}
 
-Arbiter::~Arbiter() { tuner_.reset(); }
+Arbiter::~Arbiter() {
+  subscription_.reset();
+  tuner_.reset();
+}
+
+void Arbiter::OnStoreChange(const StoreChange& change) {
+  if (change.what != StoreChange::What::kEverything && change.fingerprint != fingerprint_) return;
+  spdlog::info("fleet store change by {}: {} {} {}", change.origin, StoreChangeWhatName(change.what),
+                change.dtype ? DTypeName(*change.dtype) : "*",
+                change.bucket ? change.bucket->ToString() : "*");
+  switch (change.what) {
+    case StoreChange::What::kVerdicts:
+      verdict_cache_->DropIf([&](const BucketKey& key) {
+        return change.Covers(fingerprint_, key.dtype, key.bucket);
+      });
+      tuner_->OnVerdictsChanged();
+      break;
+    case StoreChange::What::kForces:
+      forces_->MarkStale();
+      break;
+    case StoreChange::What::kQuarantine:
+      quarantine_->MarkStale();
+      break;
+    case StoreChange::What::kEverything:
+      verdict_cache_->Clear();
+      tuner_->OnVerdictsChanged();
+      forces_->MarkStale();
+      quarantine_->MarkStale();
+      break;
+  }
+  // Selections remembered before this change are never served after it.
+  verdict_cache_->Invalidate();
+}
 
 absl::Status Arbiter::QuarantineLeftover() {
   const std::optional<Intent>& left = journal_->leftover();
@@ -189,18 +226,28 @@ absl::StatusOr<std::shared_ptr<const Selection>> Arbiter::SelectValid(
   return shared;
 }
 
-absl::StatusOr<std::optional<Verdict>> Arbiter::StoredVerdict(const Problem& p) {
+std::optional<Verdict> Arbiter::StoredVerdict(const Problem& p) {
   const BucketKey key = BucketKeyOf(p);
   if (std::optional<Verdict> cached = verdict_cache_->Get(key)) return cached;
   absl::StatusOr<Verdict> v = store_->GetVerdict(fingerprint_, key.dtype, key.bucket);
-  if (absl::IsNotFound(v.status())) return std::nullopt;
-  if (!v.ok()) return v.status();
+  if (!v.ok() && !absl::IsNotFound(v.status())) {
+    spdlog::debug("verdict of {} unreadable, a miss: {}", key.ToString(), v.status().ToString());
+  }
+  if (!node_verdicts_->empty() && node_verdicts_->SetAside(key, v.ok() ? &*v : nullptr)) {
+    v = absl::NotFoundError("set aside");
+    if (std::optional<Verdict> own = node_verdicts_->Get(key)) v = *std::move(own);
+  }
+  if (!v.ok()) {
+    if (std::optional<Verdict> pending = tuner_->Pending(key)) v = *std::move(pending);
+  }
+  if (!v.ok()) return std::nullopt;
   verdict_cache_->Put(key, *v);
-  return std::optional<Verdict>(*std::move(v));
+  return *std::move(v);
 }
 
 absl::StatusOr<Selection> Arbiter::Decide(const Problem& p, const SelectOptions& options,
                                           bool* rememberable) {
+  quarantine_->Refresh();
   std::string why_none;
   const std::vector<const RegisteredCandidate*> eligible =
       Eligible(*registry_, *quarantine_, p, &why_none);
@@ -211,9 +258,7 @@ absl::StatusOr<Selection> Arbiter::Decide(const Problem& p, const SelectOptions&
   const Bucket bucket = BucketOf(p);
 
   // 1. An operator's force.
-  ASSIGN_OR_RETURN(std::optional<arbiter::Force> force,
-                   store_->GetForce(fingerprint_, p.dtype, bucket));
-  if (force) {
+  if (std::optional<arbiter::Force> force = forces_->Get(BucketKey{p.dtype, bucket})) {
     if (std::optional<Selection> s = SelectForced(*force, p, eligible, options.required)) {
       if (observer_) observer_->OnSelection(p, *s, true);
       *rememberable = true;
@@ -226,7 +271,7 @@ absl::StatusOr<Selection> Arbiter::Decide(const Problem& p, const SelectOptions&
 
   // 2. A stored verdict that raced exactly the candidates (and versions) eligible now.
   const std::string raced = RacedSet(eligible);
-  ASSIGN_OR_RETURN(std::optional<Verdict> stored, StoredVerdict(p));
+  const std::optional<Verdict> stored = StoredVerdict(p);
   if (stored && stored->candidates == raced) {
     absl::StatusOr<Selection> s =
         SelectFromVerdict(*stored, p, eligible, options.required, options_.noise);
@@ -368,7 +413,7 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
 
 absl::StatusOr<Verdict> Arbiter::Tune(const Problem& p, const CallContext& caller) {
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
-  return tuner_->MeasureOnce(p, caller);
+  return tuner_->MeasureOnce(p, caller, MeasureCall{.remeasure = true});
 }
 
 std::vector<CandidateStatus> Arbiter::ListCandidates() const {
@@ -399,7 +444,7 @@ absl::StatusOr<int64_t> Arbiter::CountVerdicts() const {
 }
 
 absl::Status Arbiter::Force(const Problem& p, const std::string& candidate,
-                            const std::string& reason) {
+                            const std::string& reason, Reach reach) {
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
   const RegisteredCandidate* c = registry_->Find(candidate);
   if (c == nullptr) return UnknownCandidate(candidate);
@@ -409,26 +454,39 @@ absl::Status Arbiter::Force(const Problem& p, const std::string& candidate,
                                                       "\" does not cover ", p.ToString(), " (bucket ",
                                                       bucket.ToString(), "): ", gap));
   }
-  RETURN_IF_ERROR(
-      store_->PutForce(arbiter::Force{fingerprint_, p.dtype, bucket, candidate, reason, NowUnix()}));
+  RETURN_IF_ERROR(forces_->Put(
+      arbiter::Force{fingerprint_, p.dtype, bucket, candidate, reason, NowUnix()}, reach));
   verdict_cache_->Invalidate();
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> Arbiter::Unforce(const Problem& p) {
+absl::StatusOr<bool> Arbiter::Unforce(const Problem& p, Reach reach) {
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
-  ASSIGN_OR_RETURN(const bool removed, store_->RemoveForce(fingerprint_, p.dtype, BucketOf(p)));
+  ASSIGN_OR_RETURN(const bool removed, forces_->Remove(BucketKeyOf(p), reach));
   verdict_cache_->Invalidate();
   return removed;
 }
 
-absl::StatusOr<std::vector<arbiter::Force>> Arbiter::ListForces() const {
-  return store_->ListForces(fingerprint_);
+absl::StatusOr<std::vector<Forces::Entry>> Arbiter::ListForces() const {
+  return forces_->List();
 }
 
-absl::StatusOr<int> Arbiter::Invalidate(const InvalidateScope& scope) {
-  ASSIGN_OR_RETURN(int removed, store_->Invalidate(fingerprint_, scope));
-  verdict_cache_->Clear();
+absl::StatusOr<int> Arbiter::Invalidate(const InvalidateScope& scope, Reach reach) {
+  int removed = 0;
+  if (reach == Reach::kFleet) {
+    ASSIGN_OR_RETURN(removed, store_->Invalidate(fingerprint_, scope));
+  } else {
+    // The store's verdicts in scope, read before they are set aside: what this daemon
+    // stops serving.
+    VerdictFilter filter{scope.dtype, scope.bucket, scope.candidate};
+    absl::StatusOr<std::vector<Verdict>> stored = store_->ListVerdicts(fingerprint_, filter);
+    removed = node_verdicts_->Invalidate(scope) +
+              (stored.ok() ? static_cast<int>(stored->size()) : 0);
+  }
+  verdict_cache_->DropIf([&](const BucketKey& key) {
+    return (!scope.dtype || *scope.dtype == key.dtype) &&
+           (!scope.bucket || *scope.bucket == key.bucket);
+  });
   return removed;
 }
 
@@ -436,20 +494,20 @@ absl::StatusOr<std::vector<QuarantineEntry>> Arbiter::ListQuarantine() const {
   return quarantine_->List();
 }
 
-absl::StatusOr<int> Arbiter::ClearQuarantine(const std::string& candidate) {
+absl::StatusOr<int> Arbiter::ClearQuarantine(const std::string& candidate, Reach reach) {
   if (!candidate.empty() && registry_->Find(candidate) == nullptr) {
     return UnknownCandidate(candidate);
   }
-  ASSIGN_OR_RETURN(const int removed, quarantine_->Clear(candidate));
+  ASSIGN_OR_RETURN(const int removed, quarantine_->Clear(candidate, reach));
   verdict_cache_->Invalidate();
   return removed;
 }
 
 absl::Status Arbiter::Quarantine(const std::string& candidate, const QuarantineScope& scope,
-                                 const std::string& reason) {
+                                 const std::string& reason, Reach reach) {
   const RegisteredCandidate* c = registry_->Find(candidate);
   if (c == nullptr) return UnknownCandidate(candidate);
-  RETURN_IF_ERROR(quarantine_->Add(candidate, c->spec.version, scope, reason));
+  RETURN_IF_ERROR(quarantine_->Add(candidate, c->spec.version, scope, reason, reach));
   verdict_cache_->Invalidate();
   return absl::OkStatus();
 }

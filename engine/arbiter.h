@@ -15,6 +15,15 @@
 // SelectionCache (a Select on a stored verdict is a lookup) and the StreamPool. Each public method that takes a Problem validates it once, here;
 // nothing behind this boundary validates it again.
 //
+// On a shared store (PostgreSQL) the Arbiter follows the fleet: it subscribes to
+// the store's change notifications and drops what another daemon changed -
+// verdicts from the cache, forces and quarantine entries to be re-read - so an
+// operator's change through any daemon reaches every one at once. Admin changes
+// are fleet-wide (made in the store; refused when the store cannot make them
+// durable) or, with Reach::kNode, this daemon's alone. While the store cannot
+// be reached, selection serves what it holds and treats an unreadable verdict
+// as a miss.
+//
 // Ownership: owns the backend, registry, verdict store and every room; never
 // owns its observer, which must outlive it.
 // Thread-safe: provides internal synchronization (each room synchronizes itself).
@@ -33,7 +42,9 @@
 #include "engine/call_context.h"
 #include "engine/dispatcher.h"
 #include "engine/intent_journal.h"
+#include "engine/forces.h"
 #include "engine/measurer.h"
+#include "engine/node_verdicts.h"
 #include "engine/observer.h"
 #include "engine/quarantine.h"
 #include "engine/peer.h"
@@ -178,15 +189,20 @@ class Arbiter {
   // Verdicts stored for this device, counted without loading them.
   absl::StatusOr<int64_t> CountVerdicts() const;
   // NOT_FOUND for an unknown candidate; FAILED_PRECONDITION when it does not cover p.
-  absl::Status Force(const Problem& p, const std::string& candidate, const std::string& reason);
-  absl::StatusOr<bool> Unforce(const Problem& p);
-  absl::StatusOr<std::vector<arbiter::Force>> ListForces() const;
-  absl::StatusOr<int> Invalidate(const InvalidateScope& scope);
+  absl::Status Force(const Problem& p, const std::string& candidate, const std::string& reason,
+                     Reach reach = Reach::kFleet);
+  absl::StatusOr<bool> Unforce(const Problem& p, Reach reach = Reach::kFleet);
+  // Node-local forces first, then the store's (read now).
+  absl::StatusOr<std::vector<Forces::Entry>> ListForces() const;
+  // Fleet: removes the store's verdicts in scope. Node: sets them aside for this daemon
+  // alone, which measures those buckets again and keeps what it measures to itself.
+  // Returns the number of verdicts removed or set aside.
+  absl::StatusOr<int> Invalidate(const InvalidateScope& scope, Reach reach = Reach::kFleet);
   absl::StatusOr<std::vector<QuarantineEntry>> ListQuarantine() const;
-  absl::StatusOr<int> ClearQuarantine(const std::string& candidate);
+  absl::StatusOr<int> ClearQuarantine(const std::string& candidate, Reach reach = Reach::kFleet);
   // NOT_FOUND for an unknown candidate.
   absl::Status Quarantine(const std::string& candidate, const QuarantineScope& scope,
-                          const std::string& reason);
+                          const std::string& reason, Reach reach = Reach::kFleet);
 
   // Waits until no tuning is queued or running (tests).
   void WaitIdle() { tuner_->WaitIdle(); }
@@ -209,6 +225,11 @@ class Arbiter {
   const Registry& registry() const { return *registry_; }
   const ArbiterOptions& options() const { return options_; }
   absl::Status Health() const { return backend_->Health(); }
+  // OK while the verdict store answers; UNAVAILABLE, saying why, while it cannot be
+  // reached (the engine keeps serving what it holds).
+  absl::Status StoreHealth() const { return store_->Health(); }
+  // Verdicts measured while the store was down, waiting to be written back.
+  size_t pending_store_writes() const { return tuner_->pending_writes(); }
   // Measurements run since start (tests: a restarted daemon measures nothing again).
   int64_t measurements() const { return tuner_->measurements(); }
   // Dispatches waiting for a device stream now.
@@ -230,8 +251,11 @@ class Arbiter {
   absl::StatusOr<Operand> Resolve(const Peer& peer, const OperandRef& ref, const char* name,
                                   size_t bytes, const std::string& what, bool written,
                                   std::vector<std::shared_ptr<const void>>* hold);
-  // The bucket's stored verdict, through the cache; nullopt when none is stored.
-  absl::StatusOr<std::optional<Verdict>> StoredVerdict(const Problem& p);
+  // The bucket's verdict, through the cache: the store's, or this daemon's own where
+  // it set the store's aside; nullopt when there is none or the store cannot answer.
+  std::optional<Verdict> StoredVerdict(const Problem& p);
+  // Another daemon (or this one) changed the shared store: drop what it covers.
+  void OnStoreChange(const StoreChange& change);
   // A previous process died measuring (the journal's leftover intent): quarantines
   // the candidate that was running, then clears the journal.
   absl::Status QuarantineLeftover();
@@ -248,11 +272,14 @@ class Arbiter {
   std::unique_ptr<StreamPool> streams_;
   std::unique_ptr<arbiter::Quarantine> quarantine_;
   std::unique_ptr<VerdictCache> verdict_cache_;
+  std::unique_ptr<Forces> forces_;
+  std::unique_ptr<NodeVerdicts> node_verdicts_;
   std::unique_ptr<SelectionCache> selections_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<RegionTable> regions_;
   std::unique_ptr<TensorTable> tensors_;
   std::unique_ptr<Tuner> tuner_;
+  std::unique_ptr<StoreSubscription> subscription_;  // last: ends before any room goes
 };
 
 }  // namespace arbiter

@@ -37,6 +37,9 @@ class ArbiterObserver {
                           const absl::Status& status) {}
   virtual void OnTuning(const Problem&, const Verdict&, double wall_seconds) {}
   virtual void OnQuarantine(const QuarantineEntry&) {}
+  // Another daemon on the shared store holds the lease on measuring `p`'s bucket:
+  // this one waits for its verdict instead of measuring the bucket again.
+  virtual void OnLeaseWait(const Problem&) {}
   // A sampled live dispatch was checked against the reference. `max_rel_error` is
   // the kernel's error on the operands that judged it (the daemon's own when a
   // failure was not confirmed); 0 when unjudgeable.

@@ -48,31 +48,55 @@ absl::StatusOr<std::unique_ptr<Quarantine>> Quarantine::Create(VerdictStore& sto
 }
 
 absl::Status Quarantine::Add(const std::string& candidate, int version,
-                             const QuarantineScope& scope, const std::string& reason) {
+                             const QuarantineScope& scope, const std::string& reason,
+                             Reach reach) {
   const QuarantineEntry q{candidate, version, scope.ToString(), fingerprint_, reason,
                           std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch())
                               .count()};
-  RETURN_IF_ERROR(store_.PutQuarantine(q));
-  RETURN_IF_ERROR(Reload());
+  if (reach == Reach::kNode) {
+    absl::MutexLock lock(&mu_);
+    node_entries_.push_back(Entry{q, scope});
+  } else {
+    RETURN_IF_ERROR(store_.PutQuarantine(q));
+    absl::MutexLock lock(&mu_);
+    entries_.push_back(Entry{q, scope});  // applied now; the store's notification re-reads
+  }
   if (observer_) observer_->OnQuarantine(q);
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> Quarantine::Clear(const std::string& candidate) {
+absl::StatusOr<int> Quarantine::Clear(const std::string& candidate, Reach reach) {
+  const auto named = [&](const Entry& e) {
+    return candidate.empty() || e.record.candidate == candidate;
+  };
+  if (reach == Reach::kNode) {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(std::erase_if(node_entries_, named));
+  }
   ASSIGN_OR_RETURN(int removed, store_.ClearQuarantine(fingerprint_, candidate));
-  RETURN_IF_ERROR(Reload());
+  absl::MutexLock lock(&mu_);
+  std::erase_if(entries_, named);
   return removed;
 }
 
 absl::StatusOr<std::vector<QuarantineEntry>> Quarantine::List() const {
-  return store_.ListQuarantine(fingerprint_);
+  ASSIGN_OR_RETURN(std::vector<QuarantineEntry> stored, store_.ListQuarantine(fingerprint_));
+  std::vector<QuarantineEntry> out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const Entry& e : node_entries_) out.push_back(e.record);
+  }
+  out.insert(out.end(), stored.begin(), stored.end());
+  return out;
 }
 
 bool Quarantine::Covers(const CandidateSpec& c, DType dtype, const Bucket& bucket) const {
   absl::MutexLock lock(&mu_);
-  for (const Entry& e : entries_) {
-    if (Names(e.record, c) && e.scope.Covers(dtype, bucket)) return true;
+  for (const std::vector<Entry>* entries : {&node_entries_, &entries_}) {
+    for (const Entry& e : *entries) {
+      if (Names(e.record, c) && e.scope.Covers(dtype, bucket)) return true;
+    }
   }
   return false;
 }
@@ -80,14 +104,30 @@ bool Quarantine::Covers(const CandidateSpec& c, DType dtype, const Bucket& bucke
 std::vector<Quarantine::Entry> Quarantine::EntriesFor(const CandidateSpec& c) const {
   std::vector<Entry> out;
   absl::MutexLock lock(&mu_);
-  for (const Entry& e : entries_) {
-    if (Names(e.record, c)) out.push_back(e);
+  for (const std::vector<Entry>* entries : {&node_entries_, &entries_}) {
+    for (const Entry& e : *entries) {
+      if (Names(e.record, c)) out.push_back(e);
+    }
   }
   return out;
 }
 
+void Quarantine::Refresh() {
+  if (!stale_) return;
+  if (absl::Status reloaded = Reload(); !reloaded.ok()) {
+    spdlog::debug("quarantine: keeping the last entries read ({})", reloaded.ToString());
+  }
+}
+
 absl::Status Quarantine::Reload() {
-  ASSIGN_OR_RETURN(std::vector<QuarantineEntry> records, store_.ListQuarantine(fingerprint_));
+  // Cleared first: a change reported while this read runs makes the next Refresh read again.
+  stale_ = false;
+  absl::StatusOr<std::vector<QuarantineEntry>> read = store_.ListQuarantine(fingerprint_);
+  if (!read.ok()) {
+    stale_ = true;
+    return read.status();
+  }
+  std::vector<QuarantineEntry> records = *std::move(read);
   std::vector<Entry> entries;
   for (QuarantineEntry& record : records) {
     absl::StatusOr<QuarantineScope> scope = QuarantineScope::Parse(record.scope);

@@ -5,10 +5,16 @@
 // this candidate quarantined for this problem?" on every selection without
 // reading the store or comparing text.
 //
+// On a shared store another daemon may change the entries: MarkStale (from a
+// change notification) makes the next Refresh re-read them; while the store
+// cannot be reached the last entries read stay in force. A node-local entry
+// (Reach::kNode) is held in memory alone, until this daemon restarts.
+//
 // Ownership: borrows the store, which must outlive it; never owns its observer.
 // Thread-safe: provides internal synchronization (one mutex over the entries).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,13 +68,21 @@ class Quarantine {
   // Set before the engine serves; not synchronized.
   void set_observer(ArbiterObserver* observer) { observer_ = observer; }
 
-  // Stores an entry for `candidate` at `version` and applies it at once.
+  // Stores an entry for `candidate` at `version` (fleet: in the store, refused when it
+  // cannot be written; node: in memory) and applies it at once.
   absl::Status Add(const std::string& candidate, int version, const QuarantineScope& scope,
-                   const std::string& reason);
-  // Removes `candidate`'s entries, or every entry when empty. Returns the number removed.
-  absl::StatusOr<int> Clear(const std::string& candidate);
-  // The stored entries, read from the store.
+                   const std::string& reason, Reach reach = Reach::kFleet);
+  // Removes `candidate`'s entries of that reach, or every one when empty. Returns the
+  // number removed.
+  absl::StatusOr<int> Clear(const std::string& candidate, Reach reach = Reach::kFleet);
+  // The node-local entries, then the stored ones read from the store.
   absl::StatusOr<std::vector<QuarantineEntry>> List() const;
+
+  // The store's entries changed: re-read them at the next Refresh.
+  void MarkStale() { stale_ = true; }
+  // Re-reads the store's entries when marked stale; keeps the last ones (and stays
+  // stale) when the store cannot answer.
+  void Refresh();
 
   // Whether `c` (an entry's version 0 matches every version) is quarantined for
   // problems of `dtype` in `bucket`.
@@ -85,8 +99,10 @@ class Quarantine {
   VerdictStore& store_;
   const std::string fingerprint_;
   ArbiterObserver* observer_ = nullptr;
+  std::atomic<bool> stale_{false};
   mutable absl::Mutex mu_;
-  std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);       // the store's, as last read
+  std::vector<Entry> node_entries_ ABSL_GUARDED_BY(mu_);  // this daemon's alone
 };
 
 }  // namespace arbiter

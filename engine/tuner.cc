@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,7 @@ struct Tuner::Job {
   std::string peer;  // charged for it (empty: nobody)
   int waiters = 0;           // synchronous callers waiting for its verdict
   bool background = false;   // measured even if nobody waits
+  bool remeasure = false;    // measured even over a fresh verdict (an operator's tune)
   bool running = false;
   bool done = false;
   bool drop = false;         // nobody wants it any more: stop at the next checkpoint
@@ -114,12 +116,13 @@ class Tuner::Hooks final : public MeasureHooks {
 };
 
 Tuner::Tuner(const TunerOptions& options, Backend& backend, const Registry& registry,
-             VerdictStore& store, StreamPool& streams, Quarantine& quarantine, VerdictCache& cache,
-             IntentJournal* journal)
+             VerdictStore& store, NodeVerdicts& node_verdicts, StreamPool& streams,
+             Quarantine& quarantine, VerdictCache& cache, IntentJournal* journal)
     : options_(options),
       backend_(backend),
       registry_(registry),
       store_(store),
+      node_verdicts_(node_verdicts),
       streams_(streams),
       quarantine_(quarantine),
       cache_(cache),
@@ -195,7 +198,8 @@ void Tuner::Forsake(const std::shared_ptr<Job>& job) {
   job->drop = true;  // the measuring thread stops at its next checkpoint
 }
 
-absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p, const CallContext& caller) {
+absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p, const CallContext& caller,
+                                           const MeasureCall& call) {
   const BucketKey key = BucketKeyOf(p);
   const std::string what = absl::StrCat("while waiting for the measurement of ", key.ToString());
   absl::MutexLock lock(&mu_);
@@ -207,6 +211,7 @@ absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p, const CallContext& 
   } else {
     ASSIGN_OR_RETURN(job, NewJob(p, caller.peer));
   }
+  if (!job->running) job->remeasure |= call.remeasure;
   ++job->waiters;
   while (!job->done) {
     if (absl::Status s = caller.StillWaiting(what.c_str()); !s.ok()) {
@@ -270,9 +275,116 @@ size_t Tuner::queued() const {
   return jobs_.size();
 }
 
-bool Tuner::HasFreshVerdict(const Problem& p) {
-  absl::StatusOr<Verdict> v = store_.GetVerdict(fingerprint_, p.dtype, BucketOf(p));
-  return v.ok() && v->candidates == RacedSet(Eligible(registry_, quarantine_, p, nullptr));
+std::optional<Verdict> Tuner::Pending(const BucketKey& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t Tuner::pending_writes() {
+  absl::MutexLock lock(&mu_);
+  return pending_.size();
+}
+
+void Tuner::WriteBack() {
+  std::map<BucketKey, Verdict> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    if (pending_.empty()) return;
+    pending = pending_;
+  }
+  for (const auto& [key, v] : pending) {
+    // Another daemon's verdict for the bucket, stored meanwhile, stands.
+    absl::StatusOr<Verdict> stored = store_.GetVerdict(fingerprint_, key.dtype, key.bucket);
+    absl::Status written = stored.ok() ? absl::OkStatus() : stored.status();
+    if (absl::IsNotFound(written)) written = store_.PutVerdict(v);
+    if (absl::IsUnavailable(written)) return;  // still down: try again later
+    if (!written.ok()) {
+      spdlog::warn("verdict of {} measured while the store was down is dropped: {}",
+                   key.ToString(), written.ToString());
+    } else if (stored.ok()) {
+      spdlog::info("verdict of {} measured while the store was down: the store's stands",
+                   key.ToString());
+    } else {
+      spdlog::info("verdict of {} measured while the store was down written back",
+                   key.ToString());
+    }
+    absl::MutexLock lock(&mu_);
+    if (auto it = pending_.find(key); it != pending_.end() && it->second.created_unix == v.created_unix) {
+      pending_.erase(it);
+    }
+  }
+}
+
+std::optional<Verdict> Tuner::Current(const BucketKey& key) {
+  if (std::optional<Verdict> mine = Pending(key)) return mine;
+  absl::StatusOr<Verdict> stored = store_.GetVerdict(fingerprint_, key.dtype, key.bucket);
+  if (!node_verdicts_.empty() && node_verdicts_.SetAside(key, stored.ok() ? &*stored : nullptr)) {
+    return node_verdicts_.Get(key);
+  }
+  if (!stored.ok()) return std::nullopt;
+  return *std::move(stored);
+}
+
+std::optional<Verdict> Tuner::FreshVerdict(const Problem& p) {
+  std::optional<Verdict> v = Current(BucketKeyOf(p));
+  if (!v || v->candidates != RacedSet(Eligible(registry_, quarantine_, p, nullptr))) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+bool Tuner::HasFreshVerdict(const Problem& p) { return FreshVerdict(p).has_value(); }
+
+void Tuner::OnVerdictsChanged() {
+  absl::MutexLock lock(&mu_);
+  changed_.SignalAll();
+}
+
+absl::StatusOr<std::unique_ptr<StoreLease>> Tuner::TakeLease(const std::shared_ptr<Job>& job,
+                                                             std::optional<Verdict>* theirs) {
+  const Problem& p = job->problem;
+  const BucketKey& key = job->key;
+  bool told = false;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<StoreLease>> lease =
+        store_.TryLease(fingerprint_, key.dtype, key.bucket);
+    if (!lease.ok()) {
+      spdlog::warn("measuring {} without the fleet's lease: {}", key.ToString(),
+                   lease.status().ToString());
+      return nullptr;
+    }
+    if (*lease != nullptr) return lease;
+    // Another daemon measures this bucket: its verdict is what this one would store.
+    {
+      absl::MutexLock lock(&mu_);
+      if (Dropped(*job)) {
+        job->stopped = true;
+        return absl::CancelledError(absl::StrCat(
+            "measurement of ", key.ToString(), " stopped while another daemon measured it: ",
+            stopping_ ? "arbiterd is shutting down" : "nobody waits for it any more"));
+      }
+      if (job->waiters == 0) {
+        // Background tuning: the holder's verdict will reach the store.
+        return absl::AbortedError(
+            absl::StrCat(key.ToString(), " is being measured by another daemon"));
+      }
+    }
+    if (!told) {
+      spdlog::info("{} is being measured by another daemon; waiting for its verdict",
+                   key.ToString());
+      if (observer_) observer_->OnLeaseWait(p);
+      told = true;
+    }
+    if (std::optional<Verdict> v = FreshVerdict(p)) {
+      *theirs = std::move(v);
+      return nullptr;
+    }
+    absl::MutexLock lock(&mu_);
+    if (Dropped(*job)) continue;  // said at the top of the loop
+    changed_.WaitWithTimeout(&mu_, absl::FromChrono(options_.lease_poll));
+  }
 }
 
 void Tuner::MeasuringLoop() {
@@ -281,19 +393,34 @@ void Tuner::MeasuringLoop() {
     bool background_only = false;
     {
       absl::MutexLock lock(&mu_);
-      while (!stopping_ && queue_.empty()) changed_.Wait(&mu_);
+      // Verdicts waiting for the store are retried each second, or at once on a
+      // notification (the store is back).
+      while (!stopping_ && queue_.empty()) {
+        if (pending_.empty()) {
+          changed_.Wait(&mu_);
+        } else {
+          changed_.WaitWithTimeout(&mu_, absl::Seconds(1));
+          break;
+        }
+      }
       if (stopping_) return;
-      job = queue_.front();
-      queue_.pop_front();
-      job->running = true;
-      job->stopped = false;
-      running_ = job;
-      background_only = job->waiters == 0;
+      if (!queue_.empty()) {
+        job = queue_.front();
+        queue_.pop_front();
+        job->running = true;
+        job->stopped = false;
+        running_ = job;
+        background_only = job->waiters == 0;
+      }
     }
+    WriteBack();
+    if (job == nullptr) continue;
     absl::StatusOr<Verdict> result;
     // A background entry for a bucket measured meanwhile (e.g. by an operator's tune).
-    if (background_only && HasFreshVerdict(job->problem)) {
-      result = store_.GetVerdict(fingerprint_, job->key.dtype, job->key.bucket);
+    std::optional<Verdict> fresh =
+        background_only && !job->remeasure ? FreshVerdict(job->problem) : std::nullopt;
+    if (fresh) {
+      result = *std::move(fresh);
     } else {
       result = MeasureBucket(job);
     }
@@ -307,7 +434,9 @@ void Tuner::MeasuringLoop() {
       continue;
     }
     if (job->stopped && stopping_) result = ShuttingDown(job->key);
-    if (!result.ok() && !job->stopped && job->background) {
+    if (absl::IsAborted(result.status())) {
+      spdlog::debug("background tuning of {} left to another daemon", job->problem.ToString());
+    } else if (!result.ok() && !job->stopped && job->background) {
       spdlog::warn("background tuning of {} failed: {}", job->problem.ToString(),
                    result.status().ToString());
     }
@@ -365,11 +494,29 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const std::shared_ptr<Job>& job) {
         absl::StrCat("no candidate can run ", p.ToString(), ": ", why_none));
   }
   const Bucket bucket = BucketOf(p);
+  const BucketKey key{p.dtype, bucket};
+  absl::StatusOr<Verdict> prev = store_.GetVerdict(fingerprint_, p.dtype, bucket);
+  const bool set_aside =
+      !node_verdicts_.empty() && node_verdicts_.SetAside(key, prev.ok() ? &*prev : nullptr);
+  // One measurer per bucket in the fleet (a bucket set aside is this daemon's alone).
+  std::unique_ptr<StoreLease> lease;
+  if (store_.shared() && !set_aside) {
+    std::optional<Verdict> theirs;
+    ASSIGN_OR_RETURN(lease, TakeLease(job, &theirs));
+    if (!theirs && lease != nullptr && !job->remeasure) theirs = FreshVerdict(p);
+    if (theirs) {
+      spdlog::info("{} measured by another daemon: {}@v{}", key.ToString(), theirs->winner,
+                   theirs->winner_version);
+      cache_.Put(key, *theirs);
+      return *std::move(theirs);
+    }
+    prev = store_.GetVerdict(fingerprint_, p.dtype, bucket);  // the holder may have replaced it
+  }
   // The incumbent is the previous winner for this bucket, stale or not.
   std::optional<std::string> incumbent;
-  if (absl::StatusOr<Verdict> prev = store_.GetVerdict(fingerprint_, p.dtype, bucket); prev.ok()) {
-    if (!prev->winner.empty()) incumbent = prev->winner;
-  }
+  if (set_aside) prev = absl::NotFoundError("set aside");
+  if (std::optional<Verdict> own = set_aside ? node_verdicts_.Get(key) : std::nullopt) prev = *own;
+  if (prev.ok() && !prev->winner.empty()) incumbent = prev->winner;
   // Measure the highest tiers first: a fast early median lets hopeless candidates stop early.
   std::vector<const RegisteredCandidate*> order = eligible;
   std::stable_sort(order.begin(), order.end(), [](auto* x, auto* y) {
@@ -444,8 +591,17 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const std::shared_ptr<Job>& job) {
   v.winner_version = d.winner_version;
   v.source = VerdictSource::kMeasured;
   v.reason = d.reason;
-  RETURN_IF_ERROR(store_.PutVerdict(v));
-  cache_.Put(BucketKey{p.dtype, bucket}, v);
+  if (set_aside) {
+    node_verdicts_.Put(v);
+  } else if (absl::Status put = store_.PutVerdict(v); !put.ok()) {
+    if (!absl::IsUnavailable(put)) return put;
+    spdlog::warn("verdict of {} kept here until the store returns: {}", key.ToString(),
+                 put.ToString());
+    absl::MutexLock lock(&mu_);
+    pending_[key] = v;
+    changed_.SignalAll();
+  }
+  cache_.Put(key, v);
   {
     std::ostringstream os;
     os << v << "; measuring took " << v.cost;

@@ -2,7 +2,18 @@
 // thread. A measurement races every candidate eligible for the problem on a
 // leased device stream, quarantines (for the problem's dtype) a candidate whose
 // determinism claim was disproved, decides against the bucket's previous
-// winner, then stores and caches the verdict.
+// winner, then stores and caches the verdict. A bucket this daemon set aside
+// from a shared store (NodeVerdicts) is measured and kept here, never written to
+// the store.
+//
+// Across a fleet sharing a store, one daemon measures a bucket at a time: the
+// measurer holds the store's lease on (fingerprint, dtype, bucket). While
+// another daemon holds it, a bucket someone here waits for waits for the
+// holder's verdict (until nobody waits for it any more); a background one is
+// left to the holder. A holder that dies loses its lease, so a waiter then takes
+// it and measures. When the store cannot grant leases (it is down), the daemon
+// measures alone, serves what it measured, and writes it back when the store
+// answers again (unless another daemon stored a verdict for the bucket meanwhile).
 //
 // Work is a queue of buckets, one entry per bucket however many callers ask for
 // it. A synchronous caller (MeasureOnce) joins its bucket's entry and waits for
@@ -21,8 +32,8 @@
 // `on_fault` with the cause in the journal: the daemon exits and, restarted by
 // its supervisor, quarantines the candidate (Arbiter::Create).
 //
-// Ownership: borrows the backend, registry, store, stream pool, quarantine,
-// verdict cache and journal (the Arbiter owns them and destroys the Tuner
+// Ownership: borrows the backend, registry, store, node verdicts, stream pool,
+// quarantine, verdict cache and journal (the Arbiter owns them and destroys the Tuner
 // first); owns its measuring and watchdog threads. Never owns its observer.
 // Thread-safe: provides internal synchronization (one mutex over the queue, one
 // over the watchdog's view of the running candidate).
@@ -46,6 +57,7 @@
 #include "engine/call_context.h"
 #include "engine/intent_journal.h"
 #include "engine/measurer.h"
+#include "engine/node_verdicts.h"
 #include "engine/observer.h"
 #include "engine/quarantine.h"
 #include "engine/registry.h"
@@ -69,14 +81,24 @@ struct TunerOptions {
   // device: the engine cannot go on, and the intent journal names the candidate and the
   // cause. The daemon exits so its supervisor restarts it. Unset: the fault is only logged.
   std::function<void(const absl::Status&)> on_fault;
+  // How often a measurement waiting on another daemon's lease looks again (sooner when
+  // the store reports new verdicts): the lease of a holder that died is taken this late at worst.
+  std::chrono::milliseconds lease_poll{100};
+};
+
+// What a MeasureOnce call wants beyond waiting (CallContext).
+struct MeasureCall {
+  // Measure even when a verdict that would be served is stored (an operator's tune);
+  // otherwise such a verdict, stored by another daemon meanwhile, is returned as is.
+  bool remeasure = false;
 };
 
 class Tuner {
  public:
   // Starts the measuring and watchdog threads. `journal` may be null (no intent is kept).
   Tuner(const TunerOptions& options, Backend& backend, const Registry& registry,
-        VerdictStore& store, StreamPool& streams, Quarantine& quarantine, VerdictCache& cache,
-        IntentJournal* journal);
+        VerdictStore& store, NodeVerdicts& node_verdicts, StreamPool& streams,
+        Quarantine& quarantine, VerdictCache& cache, IntentJournal* journal);
   ~Tuner();  // Shutdown, then waits for the measurement in progress
   Tuner(const Tuner&) = delete;
   Tuner& operator=(const Tuner&) = delete;
@@ -89,7 +111,8 @@ class Tuner {
   // DEADLINE_EXCEEDED or CANCELLED once it stops (the entry is dropped if nobody
   // else waits and it is not background). RESOURCE_EXHAUSTED when a new entry
   // would pass a queue limit; UNAVAILABLE once shutting down. `p` must be valid.
-  absl::StatusOr<Verdict> MeasureOnce(const Problem& p, const CallContext& caller = {});
+  absl::StatusOr<Verdict> MeasureOnce(const Problem& p, const CallContext& caller = {},
+                                      const MeasureCall& call = {});
   // Queues `p`'s bucket for the background (measured even if nobody waits),
   // unless it is queued or being measured. RESOURCE_EXHAUSTED when a new entry
   // would pass a queue limit (charged to `peer`); UNAVAILABLE once shutting down.
@@ -111,6 +134,13 @@ class Tuner {
   int64_t measurements() const { return measurements_.load(); }
   // Buckets queued or being measured now.
   size_t queued() const;
+  // The store reports new verdicts: a measurement waiting on another's lease looks now,
+  // and verdicts waiting for the store are written back.
+  void OnVerdictsChanged();
+  // A verdict measured while the store was down, not yet written back.
+  std::optional<Verdict> Pending(const BucketKey& key);
+  // How many such verdicts wait for the store.
+  size_t pending_writes();
 
  private:
   struct Job;
@@ -127,8 +157,22 @@ class Tuner {
   bool Dropped(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::StatusOr<Verdict> MeasureBucket(const std::shared_ptr<Job>& job);
+  // The served verdict for `p` when it raced exactly the candidates eligible now.
+  std::optional<Verdict> FreshVerdict(const Problem& p);
   // Whether a verdict that would be served for `p` (same raced name@version set) is stored.
   bool HasFreshVerdict(const Problem& p);
+  // Takes the fleet's lease on `job`'s bucket, waiting while another daemon holds it
+  // and someone here waits for the bucket (ABORTED at once for a background-only
+  // job; CANCELLED once it is dropped); sets `theirs` instead when that daemon's
+  // verdict arrives meanwhile. A null lease with no `theirs`: the store cannot grant
+  // leases (measure alone).
+  absl::StatusOr<std::unique_ptr<StoreLease>> TakeLease(const std::shared_ptr<Job>& job,
+                                                        std::optional<Verdict>* theirs);
+  // The verdict this daemon serves for `key` from the store or its own set-aside
+  // verdicts; nullopt when there is none (or the store cannot answer).
+  std::optional<Verdict> Current(const BucketKey& key);
+  // Writes pending verdicts to the store; stops at the first it cannot reach.
+  void WriteBack();
   void MeasuringLoop();
   void WatchdogLoop();
   // A hang or device fault: records `cause` in the journal and reports it (once).
@@ -138,6 +182,7 @@ class Tuner {
   Backend& backend_;
   const Registry& registry_;
   VerdictStore& store_;
+  NodeVerdicts& node_verdicts_;
   StreamPool& streams_;
   Quarantine& quarantine_;
   VerdictCache& cache_;
@@ -153,6 +198,7 @@ class Tuner {
   std::deque<std::shared_ptr<Job>> queue_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, size_t> per_peer_ ABSL_GUARDED_BY(mu_);  // entries charged to a peer
   std::shared_ptr<Job> running_ ABSL_GUARDED_BY(mu_);
+  std::map<BucketKey, Verdict> pending_ ABSL_GUARDED_BY(mu_);  // measured, the store was down
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // The watchdog's view: which candidate runs since when, and the last sign of progress.

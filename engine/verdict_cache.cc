@@ -40,6 +40,21 @@ void VerdictCache::Clear() {
   Invalidate();
 }
 
+void VerdictCache::DropIf(const std::function<bool(const BucketKey&)>& stale) {
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (stale(it->first)) {
+        index_.erase(it->first);
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  Invalidate();
+}
+
 size_t VerdictCache::size() const {
   absl::MutexLock lock(&mu_);
   return entries_.size();

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -39,6 +40,8 @@ class VerdictCache {
   // Inserts or replaces `key`'s verdict, evicting the least recently used past capacity.
   void Put(const BucketKey& key, const Verdict& verdict);
   void Clear();
+  // Drops every entry whose key `stale` accepts (another daemon changed it in the store).
+  void DropIf(const std::function<bool(const BucketKey&)>& stale);
   size_t size() const;
 
   // Moves the generation without touching the entries (a force or quarantine changed).

@@ -59,6 +59,14 @@ std::string RedactStoreLocation(const std::string& location) {
   return out;
 }
 
+const char* ReachName(Reach reach) {
+  switch (reach) {
+    case Reach::kFleet: return "fleet";
+    case Reach::kNode: return "node";
+  }
+  return "unknown";
+}
+
 const char* StoreChangeWhatName(StoreChange::What what) {
   switch (what) {
     case StoreChange::What::kVerdicts: return "verdicts";

@@ -36,6 +36,12 @@
 
 namespace arbiter {
 
+// Where an operator's change applies: every daemon sharing the store (the store
+// holds it, and a shared store pushes it to the others), or this daemon alone
+// (held in its memory until it restarts; the store is untouched).
+enum class Reach { kFleet = 1, kNode = 2 };
+const char* ReachName(Reach reach);  // "fleet", "node"
+
 struct Force {
   std::string fingerprint;
   DType dtype = DType::kF32;

@@ -70,26 +70,30 @@ absl::Status AdminService::DoListVerdicts(const v1::ListVerdictsRequest& request
   if (!request.candidate().empty()) filter.candidate = request.candidate();
   ASSIGN_OR_RETURN(const std::vector<Verdict> verdicts, arbiter_.ListVerdicts(filter));
   for (const Verdict& v : verdicts) ToProto(v, response->add_verdicts());
-  ASSIGN_OR_RETURN(const std::vector<arbiter::Force> forces, arbiter_.ListForces());
-  for (const arbiter::Force& f : forces) {
+  ASSIGN_OR_RETURN(const std::vector<Forces::Entry> forces, arbiter_.ListForces());
+  for (const Forces::Entry& e : forces) {
+    const arbiter::Force& f = e.force;
     if (filter.dtype && f.dtype != *filter.dtype) continue;
     if (filter.bucket && f.bucket != *filter.bucket) continue;
     if (filter.candidate && f.candidate != *filter.candidate) continue;
-    ToProto(f, response->add_forces());
+    ToProto(f, e.reach, response->add_forces());
   }
   return absl::OkStatus();
 }
 
 std::string AdminService::DescribeForce(const Problem& p) const {
-  absl::StatusOr<std::vector<arbiter::Force>> forces = arbiter_.ListForces();
+  absl::StatusOr<std::vector<Forces::Entry>> forces = arbiter_.ListForces();
   if (!forces.ok()) return absl::StrCat("unknown (", forces.status().ToString(), ")");
   const Bucket bucket = BucketOf(p);
-  for (const arbiter::Force& f : *forces) {
+  std::string out;
+  for (const Forces::Entry& e : *forces) {
+    const arbiter::Force& f = e.force;
     if (f.dtype == p.dtype && f.bucket == bucket) {
-      return absl::StrCat("forced to ", f.candidate, " (\"", f.reason, "\")");
+      absl::StrAppend(&out, out.empty() ? "" : ", ", ReachName(e.reach), " force to ", f.candidate,
+                      " (\"", f.reason, "\")");
     }
   }
-  return "not forced";
+  return out.empty() ? "not forced" : out;
 }
 
 grpc::Status AdminService::Force(grpc::ServerContext* context, const v1::ForceRequest* request,
@@ -107,16 +111,18 @@ absl::Status AdminService::DoForce(const std::string& peer, const v1::ForceReque
     return absl::InvalidArgumentError(
         "reason: required (say why the measured verdict is being overridden)");
   }
+  ASSIGN_OR_RETURN(const Reach reach, ReachFromProto(request.reach()));
   const std::string before = DescribeForce(problem);
-  absl::Status status = arbiter_.Force(problem, request.candidate(), request.reason());
+  absl::Status status = arbiter_.Force(problem, request.candidate(), request.reason(), reach);
   if (!status.ok()) {
-    spdlog::warn("admin force from {}: {} bucket {} to {} refused: {}", peer, problem.ToString(),
-                 BucketOf(problem).ToString(), request.candidate(), status.ToString());
+    spdlog::warn("admin force ({}) from {}: {} bucket {} to {} refused: {}", ReachName(reach),
+                 peer, problem.ToString(), BucketOf(problem).ToString(), request.candidate(),
+                 status.ToString());
     return status;
   }
   response->set_bucket(BucketOf(problem).ToString());
-  spdlog::info("admin force from {}: {} bucket {} before: {}; after: {}", peer,
-               problem.ToString(), response->bucket(), before, DescribeForce(problem));
+  spdlog::info("admin force ({}) from {}: {} bucket {} before: {}; after: {}", ReachName(reach),
+               peer, problem.ToString(), response->bucket(), before, DescribeForce(problem));
   return absl::OkStatus();
 }
 
@@ -131,12 +137,13 @@ absl::Status AdminService::DoUnforce(const std::string& peer, const v1::UnforceR
                                      v1::UnforceResponse* response) {
   ASSIGN_OR_RETURN(const Problem problem,
                    ProblemFromProto(request.problem(), arbiter_.options().limits));
+  ASSIGN_OR_RETURN(const Reach reach, ReachFromProto(request.reach()));
   const std::string before = DescribeForce(problem);
-  ASSIGN_OR_RETURN(const bool removed, arbiter_.Unforce(problem));
+  ASSIGN_OR_RETURN(const bool removed, arbiter_.Unforce(problem, reach));
   response->set_removed(removed);
   response->set_bucket(BucketOf(problem).ToString());
-  spdlog::info("admin unforce from {}: {} bucket {} before: {}; after: {}", peer,
-               problem.ToString(), response->bucket(), before, DescribeForce(problem));
+  spdlog::info("admin unforce ({}) from {}: {} bucket {} before: {}; after: {}", ReachName(reach),
+               peer, problem.ToString(), response->bucket(), before, DescribeForce(problem));
   return absl::OkStatus();
 }
 
@@ -171,12 +178,13 @@ absl::Status AdminService::DoInvalidate(const std::string& peer,
     return absl::InvalidArgumentError(
         "nothing to invalidate: set candidate, dtype or problem, or all to remove every verdict");
   }
+  ASSIGN_OR_RETURN(const Reach reach, ReachFromProto(request.reach()));
   absl::StatusOr<int64_t> before = arbiter_.CountVerdicts();
-  ASSIGN_OR_RETURN(const int removed, arbiter_.Invalidate(scope));
+  ASSIGN_OR_RETURN(const int removed, arbiter_.Invalidate(scope, reach));
   response->set_removed(removed);
   absl::StatusOr<int64_t> after = arbiter_.CountVerdicts();
-  spdlog::info("admin invalidate from {}: scope {} removed {}; verdicts before: {}; after: {}",
-               peer, DescribeScope(scope), removed,
+  spdlog::info("admin invalidate ({}) from {}: scope {} removed {}; verdicts before: {}; after: {}",
+               ReachName(reach), peer, DescribeScope(scope), removed,
                before.ok() ? std::to_string(*before) : before.status().ToString(),
                after.ok() ? std::to_string(*after) : after.status().ToString());
   return absl::OkStatus();
@@ -248,12 +256,14 @@ grpc::Status AdminService::ClearQuarantine(grpc::ServerContext* context,
 absl::Status AdminService::DoClearQuarantine(const std::string& peer,
                                              const v1::ClearQuarantineRequest& request,
                                              v1::ClearQuarantineResponse* response) {
+  ASSIGN_OR_RETURN(const Reach reach, ReachFromProto(request.reach()));
   absl::StatusOr<std::vector<QuarantineEntry>> before = arbiter_.ListQuarantine();
-  ASSIGN_OR_RETURN(const int removed, arbiter_.ClearQuarantine(request.candidate()));
+  ASSIGN_OR_RETURN(const int removed, arbiter_.ClearQuarantine(request.candidate(), reach));
   response->set_removed(removed);
   absl::StatusOr<std::vector<QuarantineEntry>> after = arbiter_.ListQuarantine();
-  spdlog::info("admin clear-quarantine from {}: candidate {} removed {}; entries before: {}; after: {}",
-               peer, request.candidate().empty() ? "*" : request.candidate(), removed,
+  spdlog::info(
+      "admin clear-quarantine ({}) from {}: candidate {} removed {}; entries before: {}; after: {}",
+      ReachName(reach), peer, request.candidate().empty() ? "*" : request.candidate(), removed,
                before.ok() ? std::to_string(before->size()) : before.status().ToString(),
                after.ok() ? std::to_string(after->size()) : after.status().ToString());
   return absl::OkStatus();
@@ -274,16 +284,17 @@ absl::Status AdminService::DoQuarantine(const std::string& peer,
   }
   const std::string scope = request.scope().empty() ? "*" : request.scope();
   ASSIGN_OR_RETURN(const QuarantineScope parsed, QuarantineScope::Parse(scope));
+  ASSIGN_OR_RETURN(const Reach reach, ReachFromProto(request.reach()));
   absl::StatusOr<std::vector<QuarantineEntry>> before = arbiter_.ListQuarantine();
-  absl::Status status = arbiter_.Quarantine(request.candidate(), parsed, request.reason());
+  absl::Status status = arbiter_.Quarantine(request.candidate(), parsed, request.reason(), reach);
   if (!status.ok()) {
-    spdlog::warn("admin quarantine from {}: {} scope {} refused: {}", peer, request.candidate(),
-                 scope, status.ToString());
+    spdlog::warn("admin quarantine ({}) from {}: {} scope {} refused: {}", ReachName(reach), peer,
+                 request.candidate(), scope, status.ToString());
     return status;
   }
   absl::StatusOr<std::vector<QuarantineEntry>> after = arbiter_.ListQuarantine();
-  spdlog::info("admin quarantine from {}: {} scope {} (\"{}\"); entries before: {}; after: {}",
-               peer, request.candidate(), scope, request.reason(),
+  spdlog::info("admin quarantine ({}) from {}: {} scope {} (\"{}\"); entries before: {}; after: {}",
+               ReachName(reach), peer, request.candidate(), scope, request.reason(),
                before.ok() ? std::to_string(before->size()) : before.status().ToString(),
                after.ok() ? std::to_string(after->size()) : after.status().ToString());
   return absl::OkStatus();

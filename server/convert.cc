@@ -201,7 +201,23 @@ void ToProto(const Verdict& v, v1::Verdict* out) {
   out->set_candidates(v.candidates);
 }
 
-void ToProto(const Force& f, v1::Force* out) {
+absl::StatusOr<Reach> ReachFromProto(v1::Reach r) {
+  switch (r) {
+    case v1::REACH_UNSPECIFIED:
+    case v1::REACH_FLEET: return Reach::kFleet;
+    case v1::REACH_NODE: return Reach::kNode;
+    default: break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("reach: expected REACH_FLEET or REACH_NODE, got ", static_cast<int>(r)));
+}
+
+v1::Reach ReachToProto(Reach r) {
+  return r == Reach::kNode ? v1::REACH_NODE : v1::REACH_FLEET;
+}
+
+void ToProto(const Force& f, Reach reach, v1::Force* out) {
+  out->set_reach(ReachToProto(reach));
   out->set_dtype(DTypeToProto(f.dtype));
   out->set_bucket(f.bucket.ToString());
   out->set_candidate(f.candidate);

@@ -26,6 +26,8 @@ absl::StatusOr<Problem> ProblemFromProto(const v1::Problem& p, const ProblemLimi
 absl::StatusOr<Determinism> DeterminismFromProto(v1::Determinism d);
 // Unspecified means the daemon's default (nullopt).
 absl::StatusOr<std::optional<TuningPolicy>> TuningFromProto(v1::TuningPolicy t);
+// Unspecified means fleet.
+absl::StatusOr<Reach> ReachFromProto(v1::Reach r);
 
 // Unspecified or unknown: INVALID_ARGUMENT naming the kinds.
 absl::StatusOr<RegionKind> RegionKindFromProto(v1::RegionKind kind);
@@ -38,9 +40,10 @@ v1::DType DTypeToProto(DType dtype);
 v1::Determinism DeterminismToProto(Determinism d);
 v1::VerdictSource VerdictSourceToProto(VerdictSource s);
 v1::Problem ProblemToProto(const Problem& p);
+v1::Reach ReachToProto(Reach r);
 void ToProto(const CandidateResult& r, v1::CandidateResult* out);
 void ToProto(const Verdict& v, v1::Verdict* out);
-void ToProto(const Force& f, v1::Force* out);
+void ToProto(const Force& f, Reach reach, v1::Force* out);
 void ToProto(const QuarantineEntry& q, v1::QuarantineEntry* out);
 void ToProto(const MemberContract& c, v1::MemberContract* out);
 void ToProto(const CandidateStatus& c, v1::CandidateInfo* out);

@@ -39,6 +39,9 @@ namespace {
 
 // The services the health checker reports on, besides the whole server ("").
 constexpr const char* kHealthServices[] = {"", "arbiter.v1.Dispatch", "arbiter.v1.Admin"};
+// The verdict store's own health entry: NOT_SERVING while it cannot be reached. The
+// daemon itself keeps serving (what it holds), so this is detail, not readiness.
+constexpr const char kStoreHealthService[] = "arbiter.v1.Store";
 
 struct BackendAndRegistry {
   std::unique_ptr<Backend> backend;
@@ -209,9 +212,17 @@ std::string BoundAddress(const std::string& listen, int port) {
 }
 
 // Engine state for the metrics gauges, read at each scrape (on the endpoint's thread).
+StoreOptions StoreOptionsOf(const DaemonOptions& options) {
+  StoreOptions store;
+  store.password_file = options.store_password_file;
+  return store;
+}
+
 MetricsState ProbeState(Arbiter& arbiter) {
   MetricsState state;
   state.queue_depth = static_cast<int64_t>(arbiter.queue_depth());
+  state.store_up = arbiter.StoreHealth().ok() ? 1 : 0;
+  state.store_pending_writes = static_cast<int64_t>(arbiter.pending_store_writes());
   if (absl::StatusOr<int64_t> verdicts = arbiter.CountVerdicts(); verdicts.ok()) {
     state.verdicts_stored = *verdicts;
   }
@@ -301,8 +312,7 @@ absl::Status Daemon::Start() {
   }
 
   ASSIGN_OR_RETURN(std::unique_ptr<VerdictStore> store,
-                   VerdictStore::Open(options_.store_path,
-                                      StoreOptions{.password_file = options_.store_password_file}));
+                   VerdictStore::Open(options_.store_path, StoreOptionsOf(options_)));
   spdlog::info("verdict store {} open (schema {})", store->Describe(), store->schema_version());
 
   metrics_ = std::make_unique<Metrics>(
@@ -403,6 +413,7 @@ absl::Status Daemon::Start() {
     absl::Status health = arbiter_->Health();
     if (!health.ok()) spdlog::error("backend unhealthy at start: {}", health.ToString());
     SetServing(health.ok());
+    server_->GetHealthCheckService()->SetServingStatus(kStoreHealthService, true);  // it opened
   }
   spdlog::info(
       "arbiterd {} (commit {}) listening on {} (tuning {}, {} workers, max queue {}, "
@@ -436,8 +447,20 @@ void Daemon::WatchHealth() {
   while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), period)) {
     mu_.Unlock();
     const absl::Status health = arbiter_->Health();
+    const absl::Status store = arbiter_->StoreHealth();
     mu_.Lock();
     if (stopping_) break;
+    if (store.ok() != store_up_) {
+      if (store.ok()) {
+        spdlog::info("verdict store reachable again");
+      } else {
+        spdlog::error("verdict store unreachable: {} (serving what this daemon holds; admin "
+                      "changes refused until it returns)",
+                      store.ToString());
+      }
+      store_up_ = store.ok();
+      server_->GetHealthCheckService()->SetServingStatus(kStoreHealthService, store_up_);
+    }
     if (!health.ok() && serving_) spdlog::error("backend unhealthy: {}", health.ToString());
     if (health.ok() != serving_) SetServing(health.ok());
   }

@@ -155,6 +155,7 @@ class Daemon {
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // set once, by Shutdown; wakes the health watcher
+  bool store_up_ ABSL_GUARDED_BY(mu_) = true;  // as the health watcher last saw it
   bool serving_ ABSL_GUARDED_BY(mu_) = false;   // what grpc.health.v1 reports now
   std::atomic<bool> clean_{true};  // what the first Shutdown returned (later calls return it again)
 };

@@ -278,6 +278,11 @@ Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
   queue_depth_ = gauge("arbiter_queue_depth", "Dispatches waiting for a device stream");
   verdicts_stored_ = gauge("arbiter_verdicts_stored", "Measured verdicts stored for this device");
   forces_active_ = gauge("arbiter_forces_active", "Buckets with a forced candidate");
+  store_up_ = gauge("arbiter_store_up",
+                    "1 while the verdict store answers; 0 while it cannot be reached (the daemon "
+                    "serves what it holds and refuses admin changes it cannot make durable)");
+  store_pending_writes_ = gauge("arbiter_store_pending_writes",
+                                "Verdicts measured while the store was down, not yet written back");
   candidates_quarantined_ =
       gauge("arbiter_candidates_quarantined", "Candidates with at least one quarantine entry");
   serving_ = gauge("arbiter_serving", "1 when grpc.health.v1 reports SERVING, else 0");
@@ -435,6 +440,8 @@ void Metrics::RefreshState() {
   set(verdicts_stored_, state.verdicts_stored);
   set(forces_active_, state.forces_active);
   set(candidates_quarantined_, state.candidates_quarantined);
+  set(store_up_, state.store_up);
+  set(store_pending_writes_, state.store_pending_writes);
   set(sessions_, state.sessions);
   if (state.regions) {
     regions_->Set(static_cast<double>(state.regions->count));

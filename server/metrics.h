@@ -71,6 +71,8 @@ struct MetricsState {
   std::optional<int64_t> verdicts_stored;         // measured verdicts of this device
   std::optional<int64_t> forces_active;
   std::optional<int64_t> candidates_quarantined;  // distinct candidates with an entry
+  std::optional<int64_t> store_up;                // 1 while the verdict store answers, else 0
+  std::optional<int64_t> store_pending_writes;    // verdicts measured while it was down
   std::optional<ResidencyTotals> regions;         // client memory mapped
   std::optional<ResidencyTotals> tensors;         // resident tensors
   std::optional<int64_t> sessions;                // fd socket sessions open
@@ -209,6 +211,8 @@ class Metrics : public ArbiterObserver {
   prometheus::Gauge* verdicts_stored_ = nullptr;
   prometheus::Gauge* forces_active_ = nullptr;
   prometheus::Gauge* candidates_quarantined_ = nullptr;
+  prometheus::Gauge* store_up_ = nullptr;
+  prometheus::Gauge* store_pending_writes_ = nullptr;
   prometheus::Gauge* serving_ = nullptr;
   prometheus::Histogram* stage_seconds_[5] = {};  // by DispatchStage
   prometheus::Gauge* regions_ = nullptr;

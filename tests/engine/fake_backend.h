@@ -124,9 +124,10 @@ class FakeStream final : public Stream {
 
 class FakeBackend final : public Backend {
  public:
-  FakeBackend() {
+  // `name` is part of the fingerprint: fakes of different names never share verdicts.
+  explicit FakeBackend(std::string name = "fake device") {
     info_.backend = "fake";
-    info_.name = "fake device";
+    info_.name = std::move(name);
     info_.arch = "fake";
     info_.versions["fake"] = "1";
   }

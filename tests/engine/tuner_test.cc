@@ -38,7 +38,8 @@ class TunerTest : public ::testing::Test {
   void Start(std::vector<CandidateSpec> candidates) {
     ASSERT_TRUE(engine_.Start(std::move(candidates)).ok());
     tuner_ = std::make_unique<Tuner>(options_, engine_.backend, *engine_.registry, *engine_.store,
-                                     *engine_.streams, *engine_.quarantine, cache_, journal_.get());
+                                     node_verdicts_, *engine_.streams, *engine_.quarantine,
+                                     cache_, journal_.get());
   }
   void TearDown() override {
     gate_->Open();  // a test that failed half-way must not leave the measuring thread blocked
@@ -75,6 +76,7 @@ class TunerTest : public ::testing::Test {
   std::unique_ptr<IntentJournal> journal_;  // set before Start to keep one
   FakeEngine engine_;
   VerdictCache cache_{16};
+  NodeVerdicts node_verdicts_;
   std::unique_ptr<Tuner> tuner_;
   const Problem p_{DType::kF32, 24, 40, 64};
 };

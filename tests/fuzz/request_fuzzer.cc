@@ -48,10 +48,12 @@ std::unique_ptr<Services> Start() {
   if (!registry.ok() || !store.ok()) std::abort();
   ArbiterOptions options;
   options.tuning = TuningPolicy::kOff;
-  options.limits.max_dim = 48;
-  options.limits.max_operand_bytes = 48 * 48 * 8;
-  options.measure = MeasureOptions{.warmup_runs = 0, .min_samples = 1, .max_samples = 2,
-                                   .budget_seconds = 0.001, .cold_cache = false};
+  options.limits.max_operand_bytes = 48 * 48 * 8;  // small enough that any input runs fast
+  options.measure.min_samples = 1;  // one quick sample: inputs must run fast
+  options.measure.max_samples = 2;
+  options.measure.device_budget_seconds = 0.001;
+  options.measure.wall_budget_seconds = 0.01;
+  options.measure.cold_cache = false;
   options.verify_fraction = 0.5;
   auto arbiter = Arbiter::Create(options, *std::move(cpu), *std::move(registry), *std::move(store));
   if (!arbiter.ok()) std::abort();
@@ -59,7 +61,7 @@ std::unique_ptr<Services> Start() {
   s->arbiter = *std::move(arbiter);
   s->dispatch = std::make_unique<server::DispatchService>(*s->arbiter);
   s->admin = std::make_unique<server::AdminService>(
-      *s->arbiter, server::ServerIdentity{.version = "fuzz", .store_path = ":memory:"}, nullptr);
+      *s->arbiter, server::ServerIdentity{.version = "fuzz", .store_path = ":memory:", .fd_socket = ""}, nullptr);
   return s;
 }
 
@@ -76,7 +78,7 @@ void Parsed(const uint8_t* data, size_t size, Handle handle) {
 // Force request) costs a fresh engine.
 void Reset(std::unique_ptr<Services>& s) {
   s->arbiter->WaitIdle();
-  (void)s->arbiter->Invalidate(InvalidateScope{.all = true});
+  (void)s->arbiter->Invalidate(InvalidateScope{.candidate = {}, .dtype = {}, .bucket = {}, .all = true});
   (void)s->arbiter->ClearQuarantine("");
   if (auto forces = s->arbiter->ListForces(); !forces.ok() || !forces->empty()) {
     s.reset();

@@ -51,7 +51,7 @@ void WriteSeed(const std::string& path) {
   v.reason = "seed";
   v.measured = Problem{DType::kF32, 64, 64, 64};
   v.results.push_back(CandidateResult{.name = "openblas", .version = 1, .tier = 3,
-                                      .state = ResultState::kTimed, .median_seconds = 1e-5,
+                                      .state = ResultState::kTimed, .reason = "", .median_seconds = 1e-5,
                                       .spread = 0.01, .samples = 5});
   v.results.push_back(CandidateResult{.name = "cpu_blocked", .version = 1, .tier = 2,
                                       .state = ResultState::kFailedOracle, .reason = "seed"});
@@ -91,6 +91,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)s.GetForce(kFingerprint, DType::kF32, bucket);
   // And what it writes: a force, then an invalidation.
   (void)s.PutForce(Force{kFingerprint, DType::kF32, bucket, "cpu_blocked", "fuzz", 1});
-  (void)s.Invalidate(kFingerprint, InvalidateScope{.all = true});
+  (void)s.Invalidate(kFingerprint, InvalidateScope{.candidate = {}, .dtype = {}, .bucket = {}, .all = true});
   return 0;
 }

@@ -108,7 +108,7 @@ TEST_F(JsonLogsTest, EveryLineOfARunningDaemonIsAJsonObjectWithItsMessageIntact)
     EXPECT_NE(Field(object, "level"), "<missing>") << line;
     const std::string msg = Field(object, "msg");
     listening |= Contains(msg, "listening on 127.0.0.1:");
-    audited |= Contains(msg, "admin quarantine from ") && Contains(msg, reason);
+    audited |= Contains(msg, "admin quarantine (fleet) from ") && Contains(msg, reason);
     stopped |= Contains(msg, "verdict store ") && Contains(msg, " closed");
   }
   EXPECT_TRUE(listening) << log;

@@ -335,6 +335,8 @@ TEST(MetricsTest, EveryFamilyIsPrefixedAndTypedByItsSuffix) {
       {"arbiter_resident_tensors", "gauge"},
       {"arbiter_resident_bytes", "gauge"},
       {"arbiter_sessions", "gauge"},
+      {"arbiter_store_up", "gauge"},
+      {"arbiter_store_pending_writes", "gauge"},
   };
   EXPECT_EQ(types, expected);
 }

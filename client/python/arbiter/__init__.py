@@ -15,7 +15,7 @@ from arbiter.dtypes import from_bf16, to_bf16
 from arbiter.errors import (ArbiterError, DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument,
                             NotFound, PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
                             Unimplemented)
-from arbiter.results import (Candidate, CandidateResult, Contract, Force, MatmulResult, QuarantineEntry,
+from arbiter.results import (Candidate, CandidateResult, Contract, Force, MatmulResult, QuarantineEntry, Region,
                              Selection, ServerInfo, ShapeCoverage, TuneOutcome, Verdict)
 
 __version__ = "0.1.0"
@@ -23,6 +23,6 @@ __version__ = "0.1.0"
 __all__ = [
     "ArbiterError", "Candidate", "CandidateResult", "Client", "Contract", "DEFAULT_ADDRESS", "DeadlineExceeded",
     "FailedPrecondition", "Force", "Internal", "InvalidArgument", "MatmulResult", "NotFound", "PermissionDenied",
-    "QuarantineEntry", "ResourceExhausted", "Selection", "ServerInfo", "ShapeCoverage", "TuneOutcome",
+    "QuarantineEntry", "Region", "ResourceExhausted", "Selection", "ServerInfo", "ShapeCoverage", "TuneOutcome",
     "Unauthenticated", "Unavailable", "Unimplemented", "Verdict", "from_bf16", "to_bf16",
 ]

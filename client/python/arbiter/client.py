@@ -6,10 +6,11 @@ or use it as a context manager, when done.
 
 import operator
 import os
+import threading
 
 import grpc
 
-from arbiter import _cuda, dtypes, operands, results
+from arbiter import _cuda, _session, dtypes, operands, results
 from arbiter.errors import error_for, from_rpc_error, invalid_argument
 from arbiter.health_pb2 import HealthCheckRequest, HealthCheckResponse
 from arbiter.progress import TuneDisplay
@@ -70,7 +71,13 @@ class Client:
         self._health = self._channel.unary_unary(
             _HEALTH_CHECK, request_serializer=HealthCheckRequest.SerializeToString,
             response_deserializer=HealthCheckResponse.FromString)
-        self._regions = None  # zero-copy CUDA registrations (arbiter._cuda), made on first use
+        # Zero-copy CUDA tensors (arbiter._cuda): the fd-socket session (its token then goes on every
+        # call), what the daemon said of its device, the registrations, and the torch adapter.
+        self._session_lock = threading.Lock()
+        self._session = None
+        self._cuda_target = None
+        self._regions = None
+        self._cuda_ops = None
         self._closed = False
 
     def __repr__(self):
@@ -83,20 +90,25 @@ class Client:
         self.close()
 
     def close(self):
-        """Releases what this client registered with the daemon, then the channel. Idempotent."""
+        """Unregisters this client's regions, ends its session, then closes the channel. Idempotent."""
         if self._closed:
             return
-        self._closed = True
         try:
-            _cuda.release_all(self)
+            _cuda.release_all(self)  # before the channel closes: it unregisters through it
         finally:
+            self._closed = True
+            if self._session is not None:
+                self._session.close()
             self._channel.close()
 
     def _call(self, name, rpc, request, admin=False):
         if self._closed:
             raise ValueError("%r is closed" % self)
+        metadata = self._admin_metadata if admin else None
+        if self._session is not None:
+            metadata = (metadata or ()) + ((_session.METADATA_KEY, self._session.token),)
         try:
-            return rpc(request, timeout=self.timeout, metadata=self._admin_metadata if admin else None)
+            return rpc(request, timeout=self.timeout, metadata=metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e, name) from None
 
@@ -106,17 +118,22 @@ class Client:
         """C = A @ B on the daemon's device, by the candidate it selects for the shape.
 
         a, b: 2-D numpy arrays (float32, float64, float16, ml_dtypes.bfloat16, or uint16
-        bf16 bits with dtype="bf16") or PyTorch CPU tensors (float32/64/16, bfloat16), one
-        dtype for both, C-contiguous. determinism: None, "nondeterministic", "run_to_run"
+        bf16 bits with dtype="bf16") or PyTorch tensors (float32/64/16, bfloat16), one
+        dtype for both, C-contiguous. CPU tensors and arrays travel as bytes; CUDA tensors
+        stay on the GPU (arbiter/_cuda.py: a Unix-socket client, a daemon on their GPU,
+        operands 256-byte aligned). determinism: None, "nondeterministic", "run_to_run"
         or "batch_invariant" (the least the candidate must guarantee). tuning: None (the
         daemon's default), "sync", "async" or "off" (what a never-seen shape does).
-        Returns a MatmulResult whose .c has A's type and dtype.
+        Returns a MatmulResult whose .c has A's type, dtype (and device).
         """
+        required = _choice(_DETERMINISM, determinism, "determinism", "Matmul")
+        policy = _choice(_TUNING, tuning, "tuning", "Matmul")
+        if _cuda.on_cuda(a, b):
+            return _cuda.matmul(self, a, b, dtype, required, policy)
         ops = operands.prepare(a, b, dtype, "Matmul")
         request = pb.MatmulRequest(
             problem=pb.Problem(dtype=dtypes.PROTO[ops.dtype], m=ops.m, n=ops.n, k=ops.k), a=ops.a_bytes,
-            b=ops.b_bytes, required_determinism=_choice(_DETERMINISM, determinism, "determinism", "Matmul"),
-            tuning=_choice(_TUNING, tuning, "tuning", "Matmul"))
+            b=ops.b_bytes, required_determinism=required, tuning=policy)
         r = self._call("Matmul", self._dispatch.Matmul, request)
         expected = ops.m * ops.n * dtypes.ITEMSIZE[ops.dtype]
         if len(r.c) != expected:
@@ -131,6 +148,13 @@ class Client:
                                    required_determinism=_choice(_DETERMINISM, determinism, "determinism", "Select"),
                                    tuning=_choice(_TUNING, tuning, "tuning", "Select"))
         return results.selection(self._call("Select", self._dispatch.Select, request))
+
+    def regions(self):
+        """The regions this client's session owns (its CUDA tensors' segments); [] before any."""
+        if self._session is None:
+            return []
+        r = self._call("ListRegions", self._dispatch.ListRegions, pb.ListRegionsRequest())
+        return [results.region(x) for x in r.regions]
 
     # Admin (bearer token from token_file where the daemon requires one) ---------------------------------------
 

@@ -1,5 +1,7 @@
 """Operands: numpy arrays and PyTorch CPU tensors checked and turned into bytes.
 
+CUDA tensors take the zero-copy path instead (arbiter._cuda), which checks its own.
+
 Everything the daemon would refuse about the operands' form is refused here first,
 with a message saying what was expected: two 2-D operands, A's columns equal to B's
 rows, one dtype among f32/f64/f16/bf16, row-major (C-contiguous) little-endian data.
@@ -92,7 +94,7 @@ def _check_layout(x, which, method, contiguous, little_endian=True):
 
 
 def _prepare_arrays(a, b, dtype, method):
-    requested = _requested(dtype, method)
+    requested = requested_dtype(dtype, method)
     m, n, k = check_shapes(a.shape, b.shape, method)
     a_name = _array_dtype(a, requested, "A", method)
     b_name = _array_dtype(b, requested, "B", method)
@@ -113,13 +115,12 @@ _TORCH_NAMES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16"
 
 def _prepare_tensors(a, b, dtype, method):
     torch = torch_module()
-    requested = _requested(dtype, method)
+    requested = requested_dtype(dtype, method)
     m, n, k = check_shapes(tuple(a.shape), tuple(b.shape), method)
     for x, which in ((a, "A"), (b, "B")):
         if x.device.type != "cpu":
-            raise invalid_argument(method, "%s is on %s: Client.matmul takes CPU tensors (sent as bytes); CUDA "
-                                   "tensors go through arbiter.torch.mm, which documents its fallback"
-                                   % (which, x.device))
+            raise invalid_argument(method, "%s is on %s: expected CPU tensors (sent as bytes) or CUDA tensors "
+                                   "(zero-copy, on the daemon's GPU)" % (which, x.device))
         if str(x.dtype).rsplit(".", 1)[-1] not in _TORCH_NAMES:
             raise invalid_argument(method, "%s has dtype %s: expected torch.float32, float64, float16 or bfloat16"
                                    % (which, x.dtype))
@@ -146,7 +147,8 @@ def _prepare_tensors(a, b, dtype, method):
     return Operands(name, m, n, k, to_bytes(a), to_bytes(b), make_c)
 
 
-def _requested(dtype, method):
+def requested_dtype(dtype, method):
+    """dtype= as one of dtypes.NAMES (None stays None), or InvalidArgument."""
     if dtype is None:
         return None
     try:

@@ -170,6 +170,28 @@ class ServerInfo:
     store_path: str = ""
     uuid: str = ""
     measurements: int = 0
+    region_kinds: List[str] = field(default_factory=list)  # what RegisterRegion maps: host_memfd, cuda_ipc, ...
+    fd_socket: str = ""        # the session socket's path; empty without a Unix listener
+    max_message_bytes: int = 0
+
+
+@dataclass
+class Region:
+    """Memory of this client's that the daemon maps (zero-copy operands), as ListRegions tells it."""
+    id: str
+    kind: str   # host_memfd, cuda_vmm_fd, cuda_ipc
+    bytes: int
+    label: str
+    owner: str  # "session 3 (pid 1234, uid 1000)"
+    created_unix: int
+
+
+def region_kind_name(value):
+    return _enum(pb.RegionKind, "REGION_KIND_", value)
+
+
+def region(r):
+    return Region(r.id, region_kind_name(r.kind), r.bytes, r.label, r.owner.address, r.created_unix)
 
 
 def problem_tuple(p):
@@ -221,4 +243,5 @@ def tune_outcome(p):
 
 def server_info(r):
     return ServerInfo(r.version, r.backend, r.device_name, r.arch, r.fingerprint, dict(r.versions), r.tuning,
-                      r.candidates, r.verdicts, r.store_path, r.uuid, r.measurements)
+                      r.candidates, r.verdicts, r.store_path, r.uuid, r.measurements,
+                      [region_kind_name(k) for k in r.region_kinds], r.fd_socket, r.max_message_bytes)

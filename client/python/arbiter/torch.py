@@ -3,15 +3,20 @@
     import arbiter.torch
     c = arbiter.torch.mm(a, b)          # like torch.mm(a, b)
 
-CPU tensors (float32, float64, float16, bfloat16) go to the daemon as bytes, made
-contiguous first as torch.mm would accept them. torch.mm itself computes the product,
-so the call behaves as torch.mm does, when:
+Tensors of float32, float64, float16 or bfloat16, as torch.mm would accept them:
+  - CPU tensors go to the daemon as bytes, made contiguous first;
+  - CUDA tensors stay on the GPU (zero-copy, arbiter/_cuda.py): the daemon reads A and B
+    and writes C in place. That needs a client on the daemon's Unix socket and a daemon
+    on the tensors' GPU; an operand that is not row-major contiguous or not 256-byte
+    aligned (a transposed or offset view) is first copied on the GPU, as .contiguous()
+    or .clone() would.
+torch.mm itself computes the product, so the call behaves as torch.mm does, when:
   - the daemon is unreachable or not serving (an ArbiterFallbackWarning says so);
-  - the tensors are on a CUDA device: zero-copy CUDA operands need the daemon's region
-    API, not implemented yet (arbiter/_cuda.py; an ArbiterFallbackWarning says so);
+  - the tensors are on a device other than the CPU or a CUDA GPU (a warning says so);
   - autograd must record the product (a tensor requires grad and grad mode is on);
   - the dtype is not one arbiter computes in, or a dimension is 0.
-Any other error (a refused shape, a missing token, ...) is raised as an ArbiterError.
+Any other error is raised as an ArbiterError: a refused shape, a missing token, and for
+CUDA tensors a TCP client, a CPU daemon or another GPU than the daemon's (FailedPrecondition).
 
 The client is ``client=`` when given, else one shared Client for $ARBITER_ADDRESS
 (default 127.0.0.1:50051), made on first use; set_default_client replaces it.
@@ -62,17 +67,27 @@ def mm(a, b, *, client=None, determinism=None, tuning=None):
     if (empty or a.dtype != b.dtype or a.dtype not in _ARBITER_DTYPES or a.device != b.device
             or (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))):
         return torch.mm(a, b)
-    client = client if client is not None else default_client()
-    if a.device.type != "cpu":
-        reason = _cuda.unavailable_reason(client, a, b)
-        if reason is None:
-            return _cuda.matmul(client, a, b, determinism=determinism, tuning=tuning)
-        warnings.warn("arbiter.torch.mm: torch.mm computed this %s product: %s" % (a.device, reason),
-                      ArbiterFallbackWarning, stacklevel=2)
+    if a.device.type == "cuda":
+        a, b = _in_place_ready(a), _in_place_ready(b)
+    elif a.device.type == "cpu":
+        a, b = a.contiguous(), b.contiguous()
+    else:
+        warnings.warn("arbiter.torch.mm: torch.mm computed this product: arbiter serves CPU and CUDA tensors, not %s"
+                      % a.device, ArbiterFallbackWarning, stacklevel=2)
         return torch.mm(a, b)
+    client = client if client is not None else default_client()
     try:
-        return client.matmul(a.contiguous(), b.contiguous(), determinism=determinism, tuning=tuning).c
+        return client.matmul(a, b, determinism=determinism, tuning=tuning).c
     except Unavailable as e:
         warnings.warn("arbiter.torch.mm: torch.mm computed this product: arbiterd at %s is unavailable (%s)"
                       % (client.address, e.details), ArbiterFallbackWarning, stacklevel=2)
         return torch.mm(a, b)
+
+
+def _in_place_ready(x):
+    """x if the daemon can read it in place (row-major contiguous, 256-byte aligned), else a copy on its GPU."""
+    if not x.is_contiguous():
+        return x.contiguous()
+    if x.data_ptr() % _cuda.ALIGNMENT:
+        return x.clone()
+    return x

@@ -1,4 +1,6 @@
-"""PyTorch CPU tensors through Client.matmul and arbiter.torch.mm, and mm's documented fallbacks."""
+"""PyTorch CPU tensors through Client.matmul and arbiter.torch.mm, and mm's documented fallbacks.
+
+CUDA tensors: test_cuda_regions.py (the bookkeeping and the refusals, without a GPU)."""
 
 import math
 import os
@@ -87,16 +89,16 @@ def test_mm_leaves_autograd_products_to_torch():
     assert c.grad_fn is not None
 
 
-def test_mm_off_the_cpu_falls_back_until_zero_copy_exists(client):
-    # The meta device stands in for CUDA here: any non-CPU tensor takes the same path.
+def test_mm_on_a_device_arbiter_does_not_serve_falls_back_to_torch(client):
+    # The meta device: neither the CPU (bytes) nor a CUDA GPU (zero-copy).
     a, b = torch.empty(4, 3, device="meta"), torch.empty(3, 5, device="meta")
-    with pytest.warns(arbiter_torch.ArbiterFallbackWarning, match="region API"):
+    with pytest.warns(arbiter_torch.ArbiterFallbackWarning, match="serves CPU and CUDA tensors, not meta"):
         c = arbiter_torch.mm(a, b, client=client)
     assert c.device.type == "meta" and c.shape == (4, 5)
 
 
-def test_client_matmul_refuses_non_cpu_tensors_pointing_at_mm(client):
-    with pytest.raises(arbiter.InvalidArgument, match="arbiter.torch.mm"):
+def test_client_matmul_refuses_tensors_off_the_cpu_and_gpu(client):
+    with pytest.raises(arbiter.InvalidArgument, match="expected CPU tensors .* or CUDA tensors"):
         client.matmul(torch.empty(4, 3, device="meta"), torch.empty(3, 5, device="meta"))
 
 
