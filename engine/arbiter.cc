@@ -148,7 +148,9 @@ void Arbiter::OnStoreChange(const StoreChange& change) {
       quarantine_->MarkStale();
       break;
     case StoreChange::What::kEverything:
-      verdict_cache_->Clear();
+      // Re-read before serving, but kept for while the store cannot be read: this
+      // arrives when notifications were lost, often before the store answers again.
+      verdict_cache_->MarkUnconfirmed();
       tuner_->OnVerdictsChanged();
       forces_->MarkStale();
       quarantine_->MarkStale();
@@ -226,21 +228,35 @@ absl::StatusOr<std::shared_ptr<const Selection>> Arbiter::SelectValid(
   return shared;
 }
 
-std::optional<Verdict> Arbiter::StoredVerdict(const Problem& p) {
+std::optional<Verdict> Arbiter::StoredVerdict(const Problem& p, bool* held) {
+  *held = false;
   const BucketKey key = BucketKeyOf(p);
   if (std::optional<Verdict> cached = verdict_cache_->Get(key)) return cached;
   absl::StatusOr<Verdict> v = store_->GetVerdict(fingerprint_, key.dtype, key.bucket);
-  if (!v.ok() && !absl::IsNotFound(v.status())) {
-    spdlog::debug("verdict of {} unreadable, a miss: {}", key.ToString(), v.status().ToString());
+  const bool unreadable = !v.ok() && !absl::IsNotFound(v.status());
+  if (unreadable) {
+    spdlog::debug("verdict of {} unreadable: {}", key.ToString(), v.status().ToString());
   }
-  if (!node_verdicts_->empty() && node_verdicts_->SetAside(key, v.ok() ? &*v : nullptr)) {
+  const bool set_aside =
+      !node_verdicts_->empty() && node_verdicts_->SetAside(key, v.ok() ? &*v : nullptr);
+  if (set_aside) {
     v = absl::NotFoundError("set aside");
     if (std::optional<Verdict> own = node_verdicts_->Get(key)) v = *std::move(own);
   }
   if (!v.ok()) {
     if (std::optional<Verdict> pending = tuner_->Pending(key)) v = *std::move(pending);
   }
-  if (!v.ok()) return std::nullopt;
+  if (!v.ok()) {
+    // The store cannot say: serve what this daemon held (unconfirmed since notifications
+    // were lost); when the store answers that there is none, forget it.
+    if (unreadable && !set_aside) {
+      std::optional<Verdict> kept = verdict_cache_->Held(key);
+      *held = kept.has_value();
+      return kept;
+    }
+    verdict_cache_->Drop(key);
+    return std::nullopt;
+  }
   verdict_cache_->Put(key, *v);
   return *std::move(v);
 }
@@ -271,12 +287,13 @@ absl::StatusOr<Selection> Arbiter::Decide(const Problem& p, const SelectOptions&
 
   // 2. A stored verdict that raced exactly the candidates (and versions) eligible now.
   const std::string raced = RacedSet(eligible);
-  const std::optional<Verdict> stored = StoredVerdict(p);
+  bool held = false;
+  const std::optional<Verdict> stored = StoredVerdict(p, &held);
   if (stored && stored->candidates == raced) {
     absl::StatusOr<Selection> s =
         SelectFromVerdict(*stored, p, eligible, options.required, options_.noise);
     if (s.ok() && observer_) observer_->OnSelection(p, *s, true);
-    *rememberable = s.ok();
+    *rememberable = s.ok() && !held;
     return s;
   }
   const std::string miss = stored ? absl::StrCat("stored verdict raced {", stored->candidates,

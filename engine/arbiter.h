@@ -21,8 +21,9 @@
 // operator's change through any daemon reaches every one at once. Admin changes
 // are fleet-wide (made in the store; refused when the store cannot make them
 // durable) or, with Reach::kNode, this daemon's alone. While the store cannot
-// be reached, selection serves what it holds and treats an unreadable verdict
-// as a miss.
+// be reached, selection serves what it holds - the verdicts cached before
+// notifications were lost included - and treats an unreadable verdict it does
+// not hold as a miss.
 //
 // Ownership: owns the backend, registry, verdict store and every room; never
 // owns its observer, which must outlive it.
@@ -252,8 +253,10 @@ class Arbiter {
                                   size_t bytes, const std::string& what, bool written,
                                   std::vector<std::shared_ptr<const void>>* hold);
   // The bucket's verdict, through the cache: the store's, or this daemon's own where
-  // it set the store's aside; nullopt when there is none or the store cannot answer.
-  std::optional<Verdict> StoredVerdict(const Problem& p);
+  // it set the store's aside; nullopt when there is none. While the store cannot
+  // answer: the verdict this daemon held, if any, with `*held` set (not to be
+  // remembered: the store is asked again next time).
+  std::optional<Verdict> StoredVerdict(const Problem& p, bool* held);
   // Another daemon (or this one) changed the shared store: drop what it covers.
   void OnStoreChange(const StoreChange& change);
   // A previous process died measuring (the journal's leftover intent): quarantines

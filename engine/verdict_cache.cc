@@ -7,9 +7,16 @@ namespace arbiter {
 std::optional<Verdict> VerdictCache::Get(const BucketKey& key) {
   absl::MutexLock lock(&mu_);
   auto it = index_.find(key);
-  if (it == index_.end()) return std::nullopt;
+  if (it == index_.end() || !it->second->second.confirmed) return std::nullopt;
   entries_.splice(entries_.begin(), entries_, it->second);
-  return it->second->second;
+  return it->second->second.verdict;
+}
+
+std::optional<Verdict> VerdictCache::Held(const BucketKey& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  return it->second->second.verdict;
 }
 
 // The generation moves after each change is made, so a reader that saw the new
@@ -19,7 +26,7 @@ void VerdictCache::Put(const BucketKey& key, const Verdict& verdict) {
   if (capacity_ == 0) return;
   absl::MutexLock lock(&mu_);
   if (auto it = index_.find(key); it != index_.end()) {
-    it->second->second = verdict;
+    it->second->second = Entry{verdict};
     entries_.splice(entries_.begin(), entries_, it->second);
     return;
   }
@@ -27,8 +34,27 @@ void VerdictCache::Put(const BucketKey& key, const Verdict& verdict) {
     index_.erase(entries_.back().first);
     entries_.pop_back();
   }
-  entries_.emplace_front(key, verdict);
+  entries_.emplace_front(key, Entry{verdict});
   index_[key] = entries_.begin();
+}
+
+void VerdictCache::Drop(const BucketKey& key) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return;
+    entries_.erase(it->second);
+    index_.erase(it);
+  }
+  Invalidate();
+}
+
+void VerdictCache::MarkUnconfirmed() {
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, entry] : entries_) entry.confirmed = false;
+  }
+  Invalidate();
 }
 
 void VerdictCache::Clear() {

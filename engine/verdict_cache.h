@@ -3,6 +3,11 @@
 // used is evicted. The store holds every verdict, so a miss or an eviction costs
 // one store read, never a wrong answer.
 //
+// When the store may have changed unseen (a shared store's notifications were
+// lost while it was unreachable), the entries are marked unconfirmed rather than
+// dropped: Get skips them, so the store is read again, but Held still returns
+// them - what this daemon serves while the store cannot be read.
+//
 // It also keeps the serving generation: a number that moves whenever anything a
 // selection depends on changes in this process (a verdict stored, the cache
 // cleared, a force or a quarantine changed: Invalidate), so answers remembered
@@ -35,11 +40,19 @@ class VerdictCache {
   VerdictCache(const VerdictCache&) = delete;
   VerdictCache& operator=(const VerdictCache&) = delete;
 
-  // The cached verdict for `key`, now the most recently used; nullopt on a miss.
+  // The cached verdict for `key`, now the most recently used; nullopt on a miss or
+  // when the entry is unconfirmed.
   std::optional<Verdict> Get(const BucketKey& key);
-  // Inserts or replaces `key`'s verdict, evicting the least recently used past capacity.
+  // The entry for `key`, confirmed or not; nullopt when there is none.
+  std::optional<Verdict> Held(const BucketKey& key);
+  // Inserts or replaces `key`'s verdict (confirmed), evicting the least recently
+  // used past capacity.
   void Put(const BucketKey& key, const Verdict& verdict);
+  // Drops `key`'s entry, if any (the store has no verdict for it).
+  void Drop(const BucketKey& key);
   void Clear();
+  // Every entry unconfirmed until Put again (the store may have changed unseen).
+  void MarkUnconfirmed();
   // Drops every entry whose key `stale` accepts (another daemon changed it in the store).
   void DropIf(const std::function<bool(const BucketKey&)>& stale);
   size_t size() const;
@@ -50,7 +63,11 @@ class VerdictCache {
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
-  using Entries = std::list<std::pair<BucketKey, Verdict>>;  // most recently used first
+  struct Entry {
+    Verdict verdict;
+    bool confirmed = true;  // false: served only by Held, until Put again
+  };
+  using Entries = std::list<std::pair<BucketKey, Entry>>;  // most recently used first
 
   const size_t capacity_;
   std::atomic<uint64_t> generation_{0};

@@ -4,11 +4,12 @@
 # write the runner that exercises a fleet there.
 #
 #   scripts/fleet-device.sh          build + bundle into .device-fleet/
-#   (there) .device-fleet/fleet.sh   the fleet run; logs under $OUT, results table last
+#   (there) .device-fleet/fleet.sh   the fleet run; logs under $OUT (six files: the device
+#                                    tool brings back at most eight), results table last
 #
 # The run: one PostgreSQL (initdb into /tmp, 127.0.0.1, a free port) and two
-# arbiterd on it (--backend cuda; one per GPU where the machine has two, else
-# both on GPU 0 - a test arrangement only), then
+# arbiterd on it (--backend cuda --device N; one per GPU where the machine has
+# two, else both on GPU 0 - a test arrangement only), then
 #   1. a bucket tuned through daemon 0 is served by daemon 1 as measured, with no
 #      measurement on daemon 1;
 #   2. a force through daemon 1 is seen by daemon 0 (time to see it reported);
@@ -27,14 +28,21 @@ pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -1)
 [[ -n $pgbin ]] || { echo "fleet-device: PostgreSQL server not installed (apt-get install postgresql)" >&2; exit 1; }
 pgver=$(basename "$(dirname "$pgbin")")
 
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DARBITER_CUDA=ON >/dev/null
+launchers=()
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$root")}
+  launchers=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DARBITER_CUDA=ON "${launchers[@]}" >/dev/null
 cmake --build "$build" -j"$jobs" --target arbiterd arbiterctl
 
 rm -rf "$out"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 "$bundle" "$stage/b" "$build/bin/arbiterd" "$build/bin/arbiterctl" \
-  "$pgbin/postgres" "$pgbin/initdb" "$pgbin/pg_ctl"
+  "$pgbin/postgres" "$pgbin/initdb"
+# pg_ctl needs only the C library, which the bundle script fails on: copied as is.
+cp -L "$pgbin/pg_ctl" "$stage/b/bin/"
 # PostgreSQL finds its share and library folders relative to its binaries (the
 # install is relocatable), so they keep Debian's layout under pg/.
 pg=$stage/b/pg
@@ -80,8 +88,8 @@ chmod -R a+rX "$here"
 pgdata=$here/pgdata; mkdir -p "$pgdata" && chown "$pguser" "$pgdata"
 as_pg() { if [[ $(id -u) == 0 ]]; then runuser -u "$pguser" -- "$@"; else "$@"; fi; }
 pgport=$(free_port)
-as_pg "$pgbin/initdb" -D "$pgdata/data" -A trust -U arbiter >"$out/initdb.log" 2>&1 \
-  || { cat "$out/initdb.log"; echo "FAIL: initdb"; exit 1; }
+as_pg "$pgbin/initdb" -D "$pgdata/data" -A trust -U arbiter >"$here/initdb.log" 2>&1 \
+  || { cat "$here/initdb.log"; echo "FAIL: initdb"; exit 1; }
 as_pg "$pgbin/pg_ctl" -D "$pgdata/data" -l "$pgdata/log" -w \
   -o "-p $pgport -k $pgdata -c listen_addresses=127.0.0.1" start >/dev/null \
   || { cat "$pgdata/log"; echo "FAIL: PostgreSQL did not start"; exit 1; }
@@ -101,7 +109,7 @@ echo "gpus $gpus: daemon 0 on GPU $dev0, daemon 1 on GPU $dev1" | tee -a "$out/d
 declare -A addr pid
 start() {  # start N DEVICE TUNING
   local port; port=$(free_port)
-  CUDA_VISIBLE_DEVICES=$2 "$here/run" arbiterd --backend cuda --store "$uri" --tuning "$3" \
+  "$here/run" arbiterd --backend cuda --device "$2" --store "$uri" --tuning "$3" \
     --listen "127.0.0.1:$port" >"$out/daemon$1.log" 2>&1 &
   pid[$1]=$!; pids+=("$!"); addr[$1]=127.0.0.1:$port
   for _ in $(seq 1 300); do
@@ -144,10 +152,10 @@ record "force via daemon 1 seen by daemon 0" "$seen" "after $(since "$t") (polle
 
 # 3. Daemon 0 holds the lease on a fresh bucket and is killed mid-measurement.
 shape=(--dtype bf16 --m 8192 --n 8192 --k 8192)
-ctl 0 select "${shape[@]}" >"$out/select0.log" 2>&1 &
+ctl 0 select "${shape[@]}" >"$here/select0.log" 2>&1 &
 sel0=$!
 for _ in $(seq 1 600); do grep -q "measuring bf16 8192x8192x8192" "$out/daemon0.log" && break; sleep 0.05; done
-ctl 1 --json select "${shape[@]}" >"$out/select1.json" 2>"$out/select1.err" &
+ctl 1 --json select "${shape[@]}" >"$out/select1.json" 2>"$here/select1.err" &
 sel1=$!
 waited=no
 for _ in $(seq 1 600); do
@@ -157,6 +165,7 @@ done
 still=$(grep -cF "verdict bf16 m(4096,8192]a8.n(4096,8192]a8.k(4096,8192]a8" "$out/daemon0.log" || true)
 kill -9 "${pid[0]}"; t=$(now)
 wait "$sel1"; rc1=$?
+cat "$here/select1.err" >>"$out/steps.log" 2>/dev/null
 wait "$sel0" 2>/dev/null
 src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("source","?"))' "$out/select1.json" 2>/dev/null || echo "?")
 m1=$(measurements 1)

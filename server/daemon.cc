@@ -15,6 +15,8 @@
 #include <grpcpp/server_builder.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backends/cpu/cpu_backend.h"
@@ -69,14 +71,23 @@ absl::StatusOr<BackendAndRegistry> CreateCpu(const std::vector<CandidateSpec>& e
   return BackendAndRegistry{std::move(cpu), std::move(registry)};
 }
 
+// Whether `device` (--device) names a GPU by UUID rather than by ordinal.
+bool IsGpuUuid(const std::string& device) { return absl::StartsWith(device, "GPU-"); }
+
 #ifdef ARBITER_WITH_CUDA
 absl::StatusOr<BackendAndRegistry> CreateCuda(const std::vector<CandidateSpec>& extra,
-                                              const ExtraCandidates& linked) {
+                                              const ExtraCandidates& linked,
+                                              const std::string& device) {
   if (cuda::CudaBackend::VisibleDevices() <= 0) {
     return absl::FailedPreconditionError("backend cuda: no CUDA device is visible");
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> gpu,
-                   cuda::CudaBackend::Create(cuda::CudaBackendOptions{}));
+  cuda::CudaBackendOptions options;
+  if (IsGpuUuid(device)) {
+    ASSIGN_OR_RETURN(options.device, cuda::CudaBackend::FindDevice(device));
+  } else if (!device.empty() && !absl::SimpleAtoi(device, &options.device)) {
+    return absl::InvalidArgumentError(absl::StrCat("device: \"", device, "\" is no ordinal"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> gpu, cuda::CudaBackend::Create(options));
   ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
                    Registry::Create(WithExtra(cuda::CudaCandidates(*gpu), extra, linked, "cuda"),
                                     *gpu));
@@ -86,19 +97,22 @@ absl::StatusOr<BackendAndRegistry> CreateCuda(const std::vector<CandidateSpec>& 
 
 absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind,
                                                  const std::vector<CandidateSpec>& extra,
-                                                 const ExtraCandidates& linked) {
+                                                 const ExtraCandidates& linked,
+                                                 const std::string& device) {
+  // A daemon told which GPU to own serves that GPU or does not start.
+  if (kind == BackendKind::kAuto && !device.empty()) kind = BackendKind::kCuda;
   switch (kind) {
     case BackendKind::kCpu:
       return CreateCpu(extra, linked);
     case BackendKind::kCuda:
 #ifdef ARBITER_WITH_CUDA
-      return CreateCuda(extra, linked);
+      return CreateCuda(extra, linked, device);
 #else
       return absl::FailedPreconditionError("backend cuda: this arbiterd was built without CUDA");
 #endif
     case BackendKind::kAuto:
 #ifdef ARBITER_WITH_CUDA
-      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda(extra, linked);
+      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda(extra, linked, device);
 #endif
       return CreateCpu(extra, linked);
   }
@@ -108,6 +122,19 @@ absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind,
 
 absl::Status ValidateOptions(const DaemonOptions& o) {
   RETURN_IF_ERROR(ParseListeners(o.listen).status());
+  if (!o.device.empty()) {
+    int ordinal = 0;
+    if (!IsGpuUuid(o.device) && !(absl::SimpleAtoi(o.device, &ordinal) && ordinal >= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device: expected a CUDA device ordinal (0, 1, ...) or a GPU UUID (GPU-...), got \"",
+          o.device, "\""));
+    }
+    if (o.backend == BackendKind::kCpu) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device: names a GPU (\"", o.device, "\"), but the backend is cpu; drop --device or use "
+          "--backend cuda"));
+    }
+  }
   const ArbiterOptions& a = o.arbiter;
   if (a.workers < 0) {
     return absl::InvalidArgumentError(
@@ -303,7 +330,8 @@ absl::Status Daemon::Start() {
                    MakeServerCredentials(options_.tls));
 
   ASSIGN_OR_RETURN(BackendAndRegistry device,
-                   CreateBackend(options_.backend, options_.extra_candidates, extra_));
+                   CreateBackend(options_.backend, options_.extra_candidates, extra_,
+                                 options_.device));
   const DeviceInfo info = device.backend->info();
   spdlog::info("backend {}: {} ({}), {} candidates registered", info.backend, info.name,
                info.arch, device.registry->candidates().size());

@@ -92,6 +92,9 @@ struct DaemonOptions {
   std::string store_path = "./arbiter.db";   // SQLite file (":memory:" for none) or postgresql:// URI
   std::string store_password_file;           // PostgreSQL password (first line); else libpq's sources
   BackendKind backend = BackendKind::kAuto;  // the device served
+  // The GPU this daemon owns: a CUDA device ordinal ("1") or a GPU UUID ("GPU-..."); empty:
+  // device 0. One daemon per GPU, each with its own listener and metrics endpoint.
+  std::string device;
   // The engine: tuning, workers (0: sized to the device), queue, measurement,
   // noise, limits, region quotas, resident tensors.
   ArbiterOptions arbiter = EngineDefaults();

@@ -66,6 +66,9 @@ ABSL_FLAG(std::string, store, Defaults().store_path,
 ABSL_FLAG(std::string, store_password_file, Defaults().store_password_file,
           "PostgreSQL store: file whose first line is the password (else PGPASSWORD or PGPASSFILE)");
 ABSL_FLAG(BackendKind, backend, Defaults().backend, "auto (cuda when a GPU is visible), cpu or cuda");
+ABSL_FLAG(std::string, device, Defaults().device,
+          "the GPU this daemon owns: a CUDA device ordinal (0, 1, ...) or a GPU UUID (GPU-...); "
+          "empty: device 0");
 ABSL_FLAG(TuningPolicy, tuning, Defaults().arbiter.tuning,
           "on a verdict miss: sync (measure, then answer), async, off");
 ABSL_FLAG(int, workers, Defaults().arbiter.workers,
@@ -143,6 +146,7 @@ DaemonOptions OptionsFromFlags() {
   options.store_path = absl::GetFlag(FLAGS_store);
   options.store_password_file = absl::GetFlag(FLAGS_store_password_file);
   options.backend = absl::GetFlag(FLAGS_backend);
+  options.device = absl::GetFlag(FLAGS_device);
   options.arbiter.tuning = absl::GetFlag(FLAGS_tuning);
   options.arbiter.workers = absl::GetFlag(FLAGS_workers);
   options.arbiter.max_queue = absl::GetFlag(FLAGS_max_queue);

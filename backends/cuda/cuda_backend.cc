@@ -3,12 +3,14 @@
 #include <cstdio>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_regions.h"
@@ -74,6 +76,19 @@ int CudaBackend::VisibleDevices() {
     return 0;
   }
   return count;
+}
+
+absl::StatusOr<int> CudaBackend::FindDevice(const std::string& uuid) {
+  std::vector<std::string> seen;
+  for (int d = 0; d < VisibleDevices(); ++d) {
+    cudaDeviceProp props;
+    CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, d));
+    std::string text = UuidText(props.uuid);
+    if (text == uuid) return d;
+    seen.push_back(absl::StrCat(d, ": ", text));
+  }
+  return absl::NotFoundError(absl::StrCat("device: no visible GPU has UUID ", uuid, " (visible: ",
+                                          seen.empty() ? "none" : absl::StrJoin(seen, ", "), ")"));
 }
 
 std::string CudaBackend::ArchitectureGapFor(const std::string& claim, int cc) {

@@ -43,6 +43,9 @@ class CudaBackend final : public arbiter::Backend {
   // Number of CUDA devices this process can use; 0 when there is no driver or
   // no GPU (never aborts).
   static int VisibleDevices();
+  // The ordinal of the visible device whose UUID is `uuid` ("GPU-..."); NOT_FOUND
+  // naming the visible devices' UUIDs when none is.
+  static absl::StatusOr<int> FindDevice(const std::string& uuid);
 
   // Opens `options.device` (its primary context), reads its fingerprint and
   // creates the memory pool. UNAVAILABLE when there is no such device.

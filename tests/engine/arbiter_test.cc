@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -22,6 +23,113 @@ using testing::NaiveGemm;
 using testing::TimedKernel;
 using testing::Gate;
 
+// A shared store as a daemon sees it through an outage: a SQLite store underneath,
+// every call failing UNAVAILABLE while `down`, and Resync() delivering what a
+// PostgreSQL store delivers when its notification connection is back (changes
+// may have been missed).
+class OutageStore final : public VerdictStore {
+ public:
+  explicit OutageStore(std::unique_ptr<VerdictStore> inner) : inner_(std::move(inner)) {}
+
+  VerdictStore& inner() { return *inner_; }
+  void set_down(bool down) { down_ = down; }
+  void Resync() {
+    std::lock_guard lock(subscribers_->mu);
+    if (subscribers_->on_change) subscribers_->on_change(StoreChange{});
+  }
+
+  std::string Describe() const override { return "outage store"; }
+  bool shared() const override { return true; }
+  int schema_version() const override { return inner_->schema_version(); }
+  absl::Status Health() override { return Up(); }
+  absl::Status PutVerdict(const Verdict& v) override {
+    RETURN_IF_ERROR(Up());
+    return inner_->PutVerdict(v);
+  }
+  absl::StatusOr<Verdict> GetVerdict(const std::string& fp, DType d, const Bucket& b) override {
+    RETURN_IF_ERROR(Up());
+    return inner_->GetVerdict(fp, d, b);
+  }
+  absl::StatusOr<std::vector<Verdict>> ListVerdicts(const std::string& fp,
+                                                    const VerdictFilter& f) override {
+    RETURN_IF_ERROR(Up());
+    return inner_->ListVerdicts(fp, f);
+  }
+  absl::StatusOr<int64_t> CountVerdicts(const std::string& fp) override {
+    RETURN_IF_ERROR(Up());
+    return inner_->CountVerdicts(fp);
+  }
+  absl::StatusOr<int> Invalidate(const std::string& fp, const InvalidateScope& scope) override {
+    RETURN_IF_ERROR(Up());
+    return inner_->Invalidate(fp, scope);
+  }
+  absl::Status PutForce(const Force& f) override {
+    RETURN_IF_ERROR(Up());
+    return inner_->PutForce(f);
+  }
+  absl::StatusOr<std::optional<Force>> GetForce(const std::string& fp, DType d,
+                                                const Bucket& b) override {
+    RETURN_IF_ERROR(Up());
+    return inner_->GetForce(fp, d, b);
+  }
+  absl::StatusOr<bool> RemoveForce(const std::string& fp, DType d, const Bucket& b) override {
+    RETURN_IF_ERROR(Up());
+    return inner_->RemoveForce(fp, d, b);
+  }
+  absl::StatusOr<std::vector<Force>> ListForces(const std::string& fp) override {
+    RETURN_IF_ERROR(Up());
+    return inner_->ListForces(fp);
+  }
+  absl::Status PutQuarantine(const QuarantineEntry& q) override {
+    RETURN_IF_ERROR(Up());
+    return inner_->PutQuarantine(q);
+  }
+  absl::StatusOr<std::vector<QuarantineEntry>> ListQuarantine(const std::string& fp) override {
+    RETURN_IF_ERROR(Up());
+    return inner_->ListQuarantine(fp);
+  }
+  absl::StatusOr<int> ClearQuarantine(const std::string& fp, const std::string& c) override {
+    RETURN_IF_ERROR(Up());
+    return inner_->ClearQuarantine(fp, c);
+  }
+  absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(const std::string& fp, DType d,
+                                                       const Bucket& b) override {
+    RETURN_IF_ERROR(Up());
+    return inner_->TryLease(fp, d, b);
+  }
+  std::unique_ptr<StoreSubscription> Subscribe(
+      std::function<void(const StoreChange&)> on_change) override {
+    std::lock_guard lock(subscribers_->mu);
+    subscribers_->on_change = std::move(on_change);
+    return std::make_unique<Subscription>(subscribers_);
+  }
+
+ private:
+  struct Subscribers {
+    std::mutex mu;
+    std::function<void(const StoreChange&)> on_change;  // GUARDED_BY(mu)
+  };
+  class Subscription final : public StoreSubscription {
+   public:
+    explicit Subscription(std::shared_ptr<Subscribers> s) : s_(std::move(s)) {}
+    ~Subscription() override {
+      std::lock_guard lock(s_->mu);
+      s_->on_change = nullptr;
+    }
+
+   private:
+    std::shared_ptr<Subscribers> s_;
+  };
+
+  absl::Status Up() const {
+    return down_ ? absl::UnavailableError("outage store: down") : absl::OkStatus();
+  }
+
+  std::unique_ptr<VerdictStore> inner_;
+  std::atomic<bool> down_{false};
+  std::shared_ptr<Subscribers> subscribers_ = std::make_shared<Subscribers>();
+};
+
 class ArbiterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -36,13 +144,18 @@ class ArbiterTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::unique_ptr<Arbiter> Start(std::vector<CandidateSpec> candidates) {
+  // An engine on a SQLite store in dir_, or on `store` when given.
+  std::unique_ptr<Arbiter> Start(std::vector<CandidateSpec> candidates,
+                                 std::unique_ptr<VerdictStore> store = nullptr) {
     auto backend = std::make_unique<FakeBackend>();
     auto registry = Registry::Create(std::move(candidates), *backend);
     EXPECT_TRUE(registry.ok()) << registry.status();
-    auto store = VerdictStore::Open((dir_ / "verdicts.db").string());
-    EXPECT_TRUE(store.ok()) << store.status();
-    auto arbiter = Arbiter::Create(options_, std::move(backend), std::move(*registry), std::move(*store));
+    if (store == nullptr) {
+      auto opened = VerdictStore::Open((dir_ / "verdicts.db").string());
+      EXPECT_TRUE(opened.ok()) << opened.status();
+      store = std::move(*opened);
+    }
+    auto arbiter = Arbiter::Create(options_, std::move(backend), std::move(*registry), std::move(store));
     EXPECT_TRUE(arbiter.ok()) << arbiter.status();
     return std::move(*arbiter);
   }
@@ -436,6 +549,34 @@ TEST_F(ArbiterTest, EveryChangeASelectionDependsOnIsSeenByTheNextSelect) {
   ASSERT_TRUE(arbiter->Invalidate(all).ok());
   EXPECT_EQ(arbiter->Select(p_, {})->candidate, "fast");
   EXPECT_EQ(arbiter->measurements(), measured + 1) << "invalidated: measured again, not remembered";
+}
+
+// The shared store's notifications were lost and it still cannot be read (its
+// notification connection came back first): the daemon keeps serving the verdicts it
+// held rather than falling back to tier defaults, and re-reads them once the store answers.
+TEST_F(ArbiterTest, AfterLostNotificationsAnUnreadableStoreLeavesHeldVerdictsServed) {
+  options_.tuning = TuningPolicy::kOff;  // a miss is the tier default (vendor), never measured
+  auto sqlite = VerdictStore::Open((dir_ / "verdicts.db").string());
+  ASSERT_TRUE(sqlite.ok()) << sqlite.status();
+  auto owned = std::make_unique<OutageStore>(std::move(*sqlite));
+  OutageStore* store = owned.get();
+  auto arbiter = Start(Standard(), std::move(owned));
+  ASSERT_TRUE(arbiter->Tune(p_).ok());
+  ASSERT_EQ(arbiter->Select(p_, {})->source, VerdictSource::kMeasured);
+
+  store->set_down(true);
+  store->Resync();
+  absl::StatusOr<Selection> during = arbiter->Select(p_, {});
+  ASSERT_TRUE(during.ok()) << during.status();
+  EXPECT_EQ(during->source, VerdictSource::kMeasured) << during->reason;
+  EXPECT_EQ(during->candidate, "fast");
+
+  // Back, without the verdict (another daemon invalidated it meanwhile): not served.
+  store->set_down(false);
+  ASSERT_TRUE(store->inner().Invalidate(arbiter->device().Fingerprint(), InvalidateScope{.all = true}).ok());
+  absl::StatusOr<Selection> after = arbiter->Select(p_, {});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->source, VerdictSource::kTierDefault);
 }
 
 TEST(TuningPolicyTest, ARequestMayLowerTheDaemonsPolicyButNeverRaiseIt) {

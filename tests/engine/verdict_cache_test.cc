@@ -67,5 +67,30 @@ TEST(VerdictCacheTest, ClearEmptiesIt) {
   EXPECT_FALSE(cache.Get(Key(8)).has_value());
 }
 
+TEST(VerdictCacheTest, UnconfirmedEntriesAreHeldButNotServedUntilPutAgain) {
+  VerdictCache cache(4);
+  cache.Put(Key(8), Won(Key(8), "a"));
+  const uint64_t before = cache.generation();
+  cache.MarkUnconfirmed();
+  EXPECT_GT(cache.generation(), before);  // nothing remembered before it is served after
+  EXPECT_FALSE(cache.Get(Key(8)).has_value());  // the store is read again
+  ASSERT_TRUE(cache.Held(Key(8)).has_value());  // what to serve while it cannot be
+  EXPECT_EQ(cache.Held(Key(8))->winner, "a");
+  cache.Put(Key(8), Won(Key(8), "b"));  // the store's answer
+  ASSERT_TRUE(cache.Get(Key(8)).has_value());
+  EXPECT_EQ(cache.Get(Key(8))->winner, "b");
+}
+
+TEST(VerdictCacheTest, DropForgetsOneKeyOnly) {
+  VerdictCache cache(4);
+  cache.Put(Key(8), Won(Key(8), "a"));
+  cache.Put(Key(64), Won(Key(64), "b"));
+  cache.MarkUnconfirmed();
+  cache.Drop(Key(8));  // the store has no verdict for it
+  EXPECT_FALSE(cache.Held(Key(8)).has_value());
+  EXPECT_TRUE(cache.Held(Key(64)).has_value());
+  EXPECT_EQ(cache.size(), 1u);
+}
+
 }  // namespace
 }  // namespace arbiter

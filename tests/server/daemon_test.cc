@@ -119,6 +119,20 @@ TEST(DaemonTest, InvalidOptionsAreRefusedNamingTheFlag) {
   EXPECT_EQ(Daemon::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(DaemonTest, ADeviceThatIsNoOrdinalOrUuidOrOnTheCpuBackendIsRefusedNamingTheFlag) {
+  DaemonOptions options = InProcessOptions();
+  options.device = "first";
+  absl::Status refused = Daemon::Create(options).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("device: expected a CUDA device ordinal"), std::string::npos)
+      << refused;
+
+  options.device = "1";  // a GPU, but the backend is cpu
+  refused = Daemon::Create(options).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("backend is cpu"), std::string::npos) << refused;
+}
+
 TEST(DaemonTest, AnAddressThatCannotBeBoundIsUnavailable) {
   auto first = Daemon::Create(InProcessOptions());
   ASSERT_TRUE(first.ok()) << first.status();

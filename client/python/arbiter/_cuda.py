@@ -337,18 +337,15 @@ class RegionCache:
     def close(self):
         """Unregisters every region, then gives back every counter. Idempotent."""
         with self._locked():
-            if self._closed:
-                return
-            self._closed = True
-            self._dead.clear()
-            regions = self._retired + [s.region for s in self._segments.values()]
-            self._unregister(regions)
-            for shared in self._storages.values():
-                shared.finalizer.detach()
-                self._release_counter(shared.counter)
-            self._segments.clear()
-            self._storages.clear()
-            self._retired = []
+            if not self._closed:
+                self._unregister(self._retired + [s.region for s in self._segments.values()])
+                self._give_back_all()
+
+    def abandon(self):
+        """Like close(), for regions the daemon has already dropped (its session ended): no RPCs."""
+        with self._locked():
+            if not self._closed:
+                self._give_back_all()
 
     def regions(self):
         """The regions in use, for tests and listings: {region id: bytes covered}."""
@@ -434,6 +431,16 @@ class RegionCache:
             self._unregister([segment.region])
         self._release_counter(shared.counter)
 
+    def _give_back_all(self):
+        self._closed = True
+        self._dead.clear()
+        for shared in self._storages.values():
+            shared.finalizer.detach()
+            self._release_counter(shared.counter)
+        self._segments.clear()
+        self._storages.clear()
+        self._retired = []
+
     def _unregister(self, regions):
         for region in regions:
             try:
@@ -470,9 +477,39 @@ def release_all(client):
 
 
 def matmul(client, a, b, requested, determinism, tuning):
-    """C = A @ B on CUDA tensors through regions; determinism and tuning are the request's enum values."""
+    """C = A @ B on CUDA tensors through regions; determinism and tuning are the request's enum values.
+
+    A daemon that restarted (or ended the session) no longer knows the session: then the
+    client drops it and what it registered, opens a new one and calls once more.
+    """
+    dtype, m, n, k = check_operands(a, b, requested, "Matmul")
+    target(client, "Matmul")
+    session = client._session
+    try:
+        return _matmul(client, a, b, dtype, (m, n, k), determinism, tuning)
+    except ArbiterError as e:
+        if e.code != grpc.StatusCode.UNAUTHENTICATED or "no such session" not in e.details:
+            raise
+    restart_session(client, session)
+    return _matmul(client, a, b, dtype, (m, n, k), determinism, tuning)
+
+
+def restart_session(client, stale):
+    """Forgets session `stale` that the daemon no longer knows (unless another thread already did):
+    its regions went with it on the daemon's side; here the counters go back."""
+    with client._session_lock:
+        if client._session is not stale:
+            return
+        cache, client._regions = client._regions, None
+        client._session, client._cuda_target = None, None
+    if cache is not None:
+        cache.abandon()
+    stale.close()
+
+
+def _matmul(client, a, b, dtype, mnk, determinism, tuning):
     method = "Matmul"
-    dtype, m, n, k = check_operands(a, b, requested, method)
+    m, n, k = mnk
     target_ = target(client, method)
     ops = torch_ops(client)
     check_device(target_, ops.device_uuid(a.device), a.device, method)

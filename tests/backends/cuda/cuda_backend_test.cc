@@ -57,6 +57,25 @@ TEST(CudaBackendTest, DeviceInfoDescribesTheLiveDevice) {
               info.versions.at("cublas").c_str());
 }
 
+// --device GPU-...: a daemon owns the GPU with that UUID whatever its ordinal.
+TEST(CudaBackendTest, EveryVisibleGpuIsFoundByItsUuidAndAnUnknownUuidNamesTheVisibleOnes) {
+  SKIP_WITHOUT_GPU();
+  for (int d = 0; d < CudaBackend::VisibleDevices(); ++d) {
+    CudaBackendOptions options;
+    options.device = d;
+    auto backend = MakeBackend(options);
+    ASSERT_NE(backend, nullptr);
+    absl::StatusOr<int> found = CudaBackend::FindDevice(backend->info().uuid);
+    ASSERT_TRUE(found.ok()) << found.status();
+    EXPECT_EQ(*found, d) << backend->info().uuid;
+  }
+  const absl::StatusOr<int> unknown =
+      CudaBackend::FindDevice("GPU-00000000-0000-0000-0000-000000000000");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("visible: 0: GPU-"), std::string::npos)
+      << unknown.status();
+}
+
 TEST(CudaBackendTest, ArchitectureClaimsAreJudgedAgainstTheLiveDevice) {
   SKIP_WITHOUT_GPU();
   auto backend = MakeBackend();

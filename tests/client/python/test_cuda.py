@@ -29,6 +29,13 @@ import arbiter  # noqa: E402
 import arbiter.torch as arbiter_torch  # noqa: E402
 from arbiter.v1 import arbiter_pb2 as pb  # noqa: E402
 
+if torch.cuda.is_available():
+    # torch.matmul as the comparison: f32 accumulation throughout, no TF32 (its defaults may reduce
+    # half-precision split-K partial sums in half precision, which no candidate's budget allows for).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 NAME = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16"}
 ROUNDOFF = {torch.float32: 2.0**-24, torch.float64: 2.0**-53, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
@@ -58,7 +65,7 @@ def operands(m, n, k, dtype, seed=1):
 def contract(client, candidate, dtype):
     for c in client.candidates():
         if c.name == candidate:
-            for member in c.members:
+            for member in c.contracts:
                 if member.dtype == NAME[dtype]:
                     return member
     pytest.fail("the daemon lists no %s member of candidate %s" % (NAME[dtype], candidate))

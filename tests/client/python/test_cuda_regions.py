@@ -406,7 +406,7 @@ def tensor(shape, dtype, ptr, storage_ptr=None, storage_bytes=None):
 class FakeCudaDaemon:
     """A gRPC server on a Unix socket that answers as a CUDA arbiterd would, plus its fd socket."""
 
-    TOKEN = "session-token-for-tests"
+    TOKEN = "session-token-for-tests"  # the first session's; restart() makes the next ones differ
 
     def __init__(self):
         import socket
@@ -419,6 +419,7 @@ class FakeCudaDaemon:
         self.work = tempfile.mkdtemp(prefix="arbiter-py-fake-")
         self.address = "unix:" + os.path.join(self.work, "d.sock")
         self.regions, self.matmuls, self.count = {}, [], 0
+        self.token, self.sessions = self.TOKEN, 0
         self.session_ended = threading.Event()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.listener.bind(os.path.join(self.work, "d.sock.fd"))
@@ -470,12 +471,20 @@ class FakeCudaDaemon:
                 conn, _ = self.listener.accept()
             except OSError:
                 return
-            conn.send(("SESSION " + self.TOKEN).encode())
+            self.sessions += 1
+            conn.send(("SESSION " + self.token).encode())
             conn.recv(16)  # the client sends nothing: this returns when it closes the session
             self.session_ended.set()
 
     def _session(self, context):
-        assert dict(context.invocation_metadata()).get("arbiter-session") == self.TOKEN
+        if dict(context.invocation_metadata()).get("arbiter-session") != self.token:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "arbiter-session: no such session (it ended, or the "
+                          "daemon restarted); connect to the fd socket again for a new one")
+
+    def restart(self):
+        """As a restarted daemon: every session and region forgotten."""
+        self.regions.clear()
+        self.token = "after-restart-%d" % self.sessions
 
     def stop(self):
         self.server.stop(None)
@@ -524,3 +533,18 @@ def test_cuda_tensors_on_another_gpu_than_the_daemons_are_refused(cuda_daemon):
             _cuda.matmul(client, tensor((8, 4), "torch.float32", BASE), tensor((4, 8), "torch.float32", BASE + SEGMENT),
                          None, 0, 0)
     assert cuda_daemon.count == 0
+
+
+def test_after_the_daemon_forgot_the_session_a_call_opens_a_new_one(cuda_daemon):
+    log = Log()
+    with arbiter.Client(cuda_daemon.address) as client:
+        client._cuda_ops = FakeTorchOps(log)
+        a, b = tensor((8, 4), "torch.float32", BASE), tensor((4, 8), "torch.float32", BASE + SEGMENT)
+        _cuda.matmul(client, a, b, None, 0, 0)
+        cuda_daemon.restart()
+        r = _cuda.matmul(client, a, b, None, 0, 0)  # refused once (no such session), then served anew
+        assert r.candidate == "fake" and cuda_daemon.sessions == 2
+        request = cuda_daemon.matmuls[-1]
+        assert request.a_ref.region in cuda_daemon.regions  # registered again in the new session
+        first = [e[2] for e in log if e[0] == "share"][:3]
+        assert all(("release", c) in log for c in first)  # the old session's counters went back
