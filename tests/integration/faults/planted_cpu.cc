@@ -1,6 +1,6 @@
 // arbiterd_faults' TestCandidates(): the planted candidates (planted.h) join the
 // backend's own. On the CPU backend: a crash, an abort, a hang and a slow one;
-// on CUDA, an out-of-bounds write (planted_cuda.cu, only in CUDA builds).
+// on CUDA, an out-of-bounds write (planted_cuda.cc and .cu, only in CUDA builds).
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -12,7 +12,7 @@
 
 namespace arbiter {
 #ifdef ARBITER_FAULTS_WITH_CUDA
-std::vector<CandidateSpec> PlantedCudaCandidates();  // planted_cuda.cu
+std::vector<CandidateSpec> PlantedCudaCandidates();  // planted_cuda.cc
 #endif
 }  // namespace arbiter
 
