@@ -53,12 +53,13 @@ class FaultsTest : public DaemonFixture {
     store_path_ = store_dir_ + "/verdicts.db";
   }
 
-  std::string backend_ = "cpu";  // --backend of arbiterd_faults
+  std::string backend_ = "cpu";                   // --backend of arbiterd_faults
+  std::string binary_ = ARBITERD_FAULTS_PATH;     // the arbiterd_faults started
 
   // (Re)starts arbiterd_faults on the fixture's store.
   void StartFaults(std::vector<std::string> args = {}) {
     ArbiterdOptions options;
-    options.binary = ARBITERD_FAULTS_PATH;
+    options.binary = binary_;
     options.store_path = store_path_;
     options.backend = backend_;
     options.extra_args = std::move(args);
