@@ -360,7 +360,18 @@ void Ctl::PrintVerdict(const v1::Verdict& v) {
   out_ << DTypeShortName(v.dtype()) << " " << v.bucket() << "  winner " << v.winner() << "@v"
        << v.winner_version() << "  " << SourceName(v.source()) << "  measured at "
        << ProblemText(v.measured()) << "\n";
+  if (!v.scope().empty()) {
+    const bool shape = v.scope().find('x') != std::string::npos;
+    out_ << "  serves " << v.scope()
+         << (shape ? " only (a refinement inside the bucket)" : " of the split bucket") << "\n";
+  }
   out_ << "  reason: " << v.reason() << "\n";
+  if (v.has_transfer() && v.transfer().regret() > 0) {
+    const v1::Transfer& t = v.transfer();
+    out_ << "  transfer: the bucket's winner " << t.bucket_winner() << " "
+         << FormatSeconds(t.bucket_winner_seconds()) << " here, the best " << t.best() << " "
+         << FormatSeconds(t.best_seconds()) << ": regret " << Fixed(t.regret(), 3) << "\n";
+  }
   Table table({"candidate", "version", "tier", "determinism", "state", "median", "spread",
                "samples", "max_rel_err", "reason"});
   for (const v1::CandidateResult& r : v.results()) {

@@ -1,8 +1,10 @@
 #include "engine/arbiter.h"
 
 #include <chrono>
+#include <map>
 
 #include "absl/strings/str_cat.h"
+#include "engine/refinement.h"
 #include "engine/selection_policy.h"
 #include "spdlog/spdlog.h"
 
@@ -65,6 +67,8 @@ absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(const ArbiterOptions& o
   a->streams_ = std::make_unique<StreamPool>(std::move(streams), options.max_queue);
   ASSIGN_OR_RETURN(a->quarantine_, Quarantine::Create(*a->store_, a->fingerprint_));
   a->verdict_cache_ = std::make_unique<VerdictCache>(options.verdict_cache_entries);
+  a->hot_shapes_ =
+      std::make_unique<HotShapes>(options.refine.hot_after, options.refine.hot_capacity);
   ASSIGN_OR_RETURN(a->forces_, Forces::Create(*a->store_, a->fingerprint_));
   a->node_verdicts_ = std::make_unique<NodeVerdicts>();
   a->selections_ = std::make_unique<SelectionCache>(
@@ -82,6 +86,7 @@ absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(const ArbiterOptions& o
   TunerOptions tuner;
   tuner.measure = options.measure;
   tuner.noise = options.noise;
+  tuner.refine = options.refine;
   tuner.max_queued = options.tuning_queue;
   tuner.max_queued_per_peer = options.tuning_queue_per_peer;
   tuner.hang_seconds = options.tuning_hang_seconds;
@@ -232,7 +237,14 @@ std::optional<Verdict> Arbiter::StoredVerdict(const Problem& p, bool* held) {
   *held = false;
   const BucketKey key = BucketKeyOf(p);
   if (std::optional<Verdict> cached = verdict_cache_->Get(key)) return cached;
-  absl::StatusOr<Verdict> v = store_->GetVerdict(fingerprint_, key.dtype, key.bucket);
+  // The bucket's verdict with its refinements and split halves.
+  absl::StatusOr<Verdict> v = absl::NotFoundError("no verdict");
+  if (absl::StatusOr<std::optional<Verdict>> loaded = LoadBucketVerdicts(*store_, fingerprint_, key);
+      !loaded.ok()) {
+    v = loaded.status();
+  } else if (*loaded) {
+    v = **std::move(loaded);
+  }
   const bool unreadable = !v.ok() && !absl::IsNotFound(v.status());
   if (unreadable) {
     spdlog::debug("verdict of {} unreadable: {}", key.ToString(), v.status().ToString());
@@ -290,10 +302,26 @@ absl::StatusOr<Selection> Arbiter::Decide(const Problem& p, const SelectOptions&
   bool held = false;
   const std::optional<Verdict> stored = StoredVerdict(p, &held);
   if (stored && stored->candidates == raced) {
+    // The most specific of the bucket's verdicts: a refinement of `p`, a split half, the bucket's.
+    const Verdict* served = MostSpecific(*stored, p);
     absl::StatusOr<Selection> s =
-        SelectFromVerdict(*stored, p, eligible, options.required, options_.noise);
+        SelectFromVerdict(*served, p, eligible, options.required, options_.noise);
+    if (served != &*stored && (!s.ok() || s->source != VerdictSource::kMeasured)) {
+      // Nothing it raced meets the request: the bucket's own figures decide.
+      served = &*stored;
+      s = SelectFromVerdict(*stored, p, eligible, options.required, options_.noise);
+    }
     if (s.ok() && observer_) observer_->OnSelection(p, *s, true);
-    *rememberable = s.ok() && !held;
+    // Served from figures taken at another shape: often enough, `p` gets its own.
+    // Until then the answer is not remembered, so that every use is counted.
+    bool counting = false;
+    if (s.ok() && served->scope.kind != VerdictScope::Kind::kShape && !(served->measured == p) &&
+        EffectivePolicy(options_.tuning, options.tuning) != TuningPolicy::kOff) {
+      const int64_t uses = hot_shapes_->Count(p);
+      if (uses > 0 && uses == options_.refine.hot_after) tuner_->EnqueueRefinement(p);
+      counting = uses > 0 && uses < options_.refine.hot_after;
+    }
+    *rememberable = s.ok() && !counting && !held;
     return s;
   }
   const std::string miss = stored ? absl::StrCat("stored verdict raced {", stored->candidates,
@@ -430,7 +458,7 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
 
 absl::StatusOr<Verdict> Arbiter::Tune(const Problem& p, const CallContext& caller) {
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
-  return tuner_->MeasureOnce(p, caller, MeasureCall{.remeasure = true});
+  return tuner_->Refine(p, caller, MeasureCall{.remeasure = true});
 }
 
 std::vector<CandidateStatus> Arbiter::ListCandidates() const {
@@ -453,7 +481,17 @@ std::vector<CandidateStatus> Arbiter::ListCandidates() const {
 }
 
 absl::StatusOr<std::vector<Verdict>> Arbiter::ListVerdicts(const VerdictFilter& filter) const {
-  return store_->ListVerdicts(fingerprint_, filter);
+  ASSIGN_OR_RETURN(std::vector<Verdict> verdicts, store_->ListVerdicts(fingerprint_, filter));
+  // Transfer: at each shape measured inside a bucket, the bucket's winner against the best there.
+  std::map<BucketKey, std::string> winners;
+  for (const Verdict& v : verdicts) {
+    if (v.scope.whole()) winners[BucketKey{v.dtype, v.bucket}] = v.winner;
+  }
+  for (Verdict& v : verdicts) {
+    auto it = winners.find(BucketKey{v.dtype, v.bucket});
+    if (it != winners.end() && !it->second.empty()) v.transfer = TransferOf(v, it->second);
+  }
+  return verdicts;
 }
 
 absl::StatusOr<int64_t> Arbiter::CountVerdicts() const {

@@ -7,7 +7,12 @@
 // (sync > async > off), never more. One measurement per bucket at a time,
 // however many requests arrive for it, on the Tuner's one measuring thread; a
 // miss that finds the tuning queue full (or its peer's share of it) is answered
-// with the tier default, source tier_default, saying why.
+// with the tier default, source tier_default, saying why. Of a bucket's stored
+// verdicts the most specific serves: a refinement of the exact shape, else the
+// split half holding it, else the bucket's own; a shape served from another
+// shape's figures `refine.hot_after` times is refined in the background, behind
+// every other measurement (never under `off`); until then its answer is not
+// remembered (SelectionCache), so each use counts.
 //
 // The Arbiter is the engine's front door and composes its rooms: the serving
 // policy (selection_policy.h), the Tuner (measurement, background tuning), the
@@ -44,11 +49,13 @@
 #include "engine/dispatcher.h"
 #include "engine/intent_journal.h"
 #include "engine/forces.h"
+#include "engine/hot_shapes.h"
 #include "engine/measurer.h"
 #include "engine/node_verdicts.h"
 #include "engine/observer.h"
 #include "engine/quarantine.h"
 #include "engine/peer.h"
+#include "engine/refinement.h"
 #include "engine/region_table.h"
 #include "engine/registry.h"
 #include "engine/selection.h"
@@ -71,6 +78,7 @@ struct ArbiterOptions {
   int workers = 1;                 // device streams for dispatch and tuning
   MeasureOptions measure;          // how a bucket is measured
   NoisePolicy noise;               // when a challenger displaces the incumbent
+  RefineOptions refine;            // exact-shape refinement and splits (refinement.h)
   ProblemLimits limits;            // checked before any allocation; max_device_bytes 0: the device's memory
   size_t max_queue = 64;           // dispatches waiting for a stream; more get RESOURCE_EXHAUSTED
   size_t verdict_cache_entries = 4096;  // verdicts kept in memory in front of the store
@@ -180,9 +188,10 @@ class Arbiter {
   RegionTable& regions() { return *regions_; }
   TensorTable& tensors() { return *tensors_; }
 
-  // Measures the bucket of `p` (re-measuring over a stored verdict), at `p`'s shape,
-  // whatever the tuning policy (an operator's request), while `caller` waits.
-  // RESOURCE_EXHAUSTED when the tuning queue is full.
+  // Measures now, whatever the tuning policy (an operator's request), while `caller`
+  // waits: `p`'s own verdict when its bucket has a fresh verdict measured at another
+  // shape (a refinement, Tuner::Refine), else the bucket at `p`'s shape (re-measuring
+  // over a stored verdict). RESOURCE_EXHAUSTED when the tuning queue is full.
   absl::StatusOr<Verdict> Tune(const Problem& p, const CallContext& caller = {});
 
   std::vector<CandidateStatus> ListCandidates() const;
@@ -275,6 +284,7 @@ class Arbiter {
   std::unique_ptr<StreamPool> streams_;
   std::unique_ptr<arbiter::Quarantine> quarantine_;
   std::unique_ptr<VerdictCache> verdict_cache_;
+  std::unique_ptr<HotShapes> hot_shapes_;  // shapes served from another shape's figures
   std::unique_ptr<Forces> forces_;
   std::unique_ptr<NodeVerdicts> node_verdicts_;
   std::unique_ptr<SelectionCache> selections_;

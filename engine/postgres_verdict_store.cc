@@ -110,11 +110,13 @@ FROM arbiter.verdicts v LEFT JOIN arbiter.verdict_results r
 constexpr int kFirstResultColumn = 13;
 
 // The verdicts (alias v) of $1 (fingerprint) and $2 (op) narrowed by each of $3 (dtype),
-// $4 (bucket) and $5 (a candidate raced) that is not NULL.
+// $4 (a bucket: its own verdict and its scoped ones, keyed "bucket/scope") and $5 (a
+// candidate raced) that is not NULL.
 constexpr char kVerdictScope[] = R"sql(
 WHERE v.fingerprint = $1 AND v.op = $2
   AND ($3::text IS NULL OR v.dtype = $3)
-  AND ($4::text IS NULL OR v.bucket = $4)
+  AND ($4::text IS NULL OR v.bucket = $4
+       OR substr(v.bucket, 1, length($4::text) + 1) = ($4::text || '/'))
   AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM arbiter.verdict_results x
         WHERE x.fingerprint = v.fingerprint AND x.op = v.op AND x.dtype = v.dtype
           AND x.bucket = v.bucket AND x.name = $5))
@@ -150,7 +152,10 @@ absl::StatusOr<Verdict> ReadVerdict(const PgResult& r, int row) {
   Verdict v;
   v.fingerprint = r.Text(row, 0);
   ASSIGN_OR_RETURN(v.dtype, ParseColumn<DType>("verdicts.dtype", r.Text(row, 1), ParseDType));
-  ASSIGN_OR_RETURN(v.bucket, ParseColumn<Bucket>("verdicts.bucket", r.Text(row, 2), ParseBucket));
+  using Key = std::pair<Bucket, VerdictScope>;
+  ASSIGN_OR_RETURN(const Key key, ParseColumn<Key>("verdicts.bucket", r.Text(row, 2), ParseStoreKey));
+  v.bucket = key.first;
+  v.scope = key.second;
   v.candidates = r.Text(row, 3);
   v.winner = r.Text(row, 4);
   ASSIGN_OR_RETURN(int64_t winner_version, r.Int(row, 5));
@@ -195,7 +200,7 @@ absl::StatusOr<std::vector<Verdict>> ReadVerdicts(const PgResult& r) {
   for (int row = 0; row < r.rows(); ++row) {
     ASSIGN_OR_RETURN(Verdict v, ReadVerdict(r, row));
     if (verdicts.empty() || verdicts.back().dtype != v.dtype ||
-        verdicts.back().bucket != v.bucket) {
+        verdicts.back().bucket != v.bucket || !(verdicts.back().scope == v.scope)) {
       verdicts.push_back(std::move(v));
     }
     if (!r.IsNull(row, kFirstResultColumn)) {
@@ -358,10 +363,10 @@ class PostgresVerdictStore::Lease final : public StoreLease {
 };
 
 int64_t PostgresVerdictStore::LeaseKey(const std::string& fingerprint, DType dtype,
-                                       const Bucket& bucket) {
+                                       const Bucket& bucket, const VerdictScope& scope) {
   uint64_t hash = 14695981039346656037ull;  // FNV-1a, 64 bits
-  const std::string text =
-      absl::StrCat(kOp, "\x1f", fingerprint, "\x1f", DTypeName(dtype), "\x1f", bucket.ToString());
+  const std::string text = absl::StrCat(kOp, "\x1f", fingerprint, "\x1f", DTypeName(dtype), "\x1f",
+                                        StoreKeyOf(bucket, scope));
   for (unsigned char c : text) {
     hash ^= c;
     hash *= 1099511628211ull;
@@ -372,9 +377,10 @@ int64_t PostgresVerdictStore::LeaseKey(const std::string& fingerprint, DType dty
 }
 
 absl::StatusOr<std::unique_ptr<StoreLease>> PostgresVerdictStore::TryLease(
-    const std::string& fingerprint, DType dtype, const Bucket& bucket) {
-  const int64_t key = LeaseKey(fingerprint, dtype, bucket);
-  const std::string op = absl::StrCat("take lease on ", KeyText(fingerprint, dtype, bucket));
+    const std::string& fingerprint, DType dtype, const Bucket& bucket, const VerdictScope& scope) {
+  const int64_t key = LeaseKey(fingerprint, dtype, bucket, scope);
+  const std::string op = absl::StrCat("take lease on ", KeyText(fingerprint, dtype, bucket),
+                                      scope.whole() ? "" : absl::StrCat(" ", scope.ToString()));
   LeaseConnection& leases = *leases_;
   std::lock_guard<std::mutex> lock(leases.mu);
   // A session lock is re-entrant within its session, so this process's own holders are
@@ -586,7 +592,7 @@ absl::Status PostgresVerdictStore::PutVerdict(const Verdict& v) {
   }
   const std::string op = absl::StrCat("put verdict ", KeyText(v.fingerprint, v.dtype, v.bucket));
   const std::string dtype(DTypeName(v.dtype));
-  const std::string bucket = v.bucket.ToString();
+  const std::string bucket = StoreKeyOf(v.bucket, v.scope);
   // All results in one INSERT: ($1..$16), ($17..$32), ...
   constexpr int kResultFields = 16;
   std::string insert_results =
@@ -664,11 +670,12 @@ absl::StatusOr<Verdict> PostgresVerdictStore::GetVerdict(const std::string& fing
     ASSIGN_OR_RETURN(found, ReadVerdicts(rows));
     return absl::OkStatus();
   }));
-  if (found.empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("verdict store: no verdict for ", KeyText(fingerprint, dtype, bucket)));
+  // The scope matches the bucket's refinements and halves too: only its own is asked for.
+  for (Verdict& v : found) {
+    if (v.scope.whole()) return std::move(v);
   }
-  return std::move(found.front());
+  return absl::NotFoundError(
+      absl::StrCat("verdict store: no verdict for ", KeyText(fingerprint, dtype, bucket)));
 }
 
 absl::StatusOr<std::vector<Verdict>> PostgresVerdictStore::ListVerdicts(

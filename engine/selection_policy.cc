@@ -112,6 +112,7 @@ absl::StatusOr<Selection> SelectFromVerdict(const Verdict& v, const Problem& p,
   Selection s = Of(*c, p, VerdictSource::kMeasured, std::move(reason));
   s.bucket = v.bucket;
   s.verdict = v;
+  s.verdict->scoped.clear();  // the verdict that decided, not the bucket's others
   return s;
 }
 

@@ -96,7 +96,7 @@ constexpr char kVerdictColumns[] =
 constexpr char kVerdictScope[] =
     "WHERE fingerprint = ?1 AND op = ?2 "
     "AND (?3 IS NULL OR dtype = ?3) "
-    "AND (?4 IS NULL OR bucket = ?4) "
+    "AND (?4 IS NULL OR bucket = ?4 OR substr(bucket, 1, length(?4) + 1) = (?4 || '/')) "
     "AND (?5 IS NULL OR EXISTS (SELECT 1 FROM verdict_results r "
     "  WHERE r.fingerprint = verdicts.fingerprint AND r.op = verdicts.op "
     "  AND r.dtype = verdicts.dtype AND r.bucket = verdicts.bucket AND r.name = ?5)) ";
@@ -283,8 +283,11 @@ absl::StatusOr<Verdict> ReadVerdictRow(const Statement& row) {
   Verdict v;
   v.fingerprint = row.ReadText(0);
   ASSIGN_OR_RETURN(v.dtype, ParseColumn<DType>("verdicts.dtype", row.ReadText(1), ParseDType));
-  ASSIGN_OR_RETURN(v.bucket,
-                   ParseColumn<Bucket>("verdicts.bucket", row.ReadText(2), ParseBucket));
+  using Key = std::pair<Bucket, VerdictScope>;
+  ASSIGN_OR_RETURN(const Key key,
+                   ParseColumn<Key>("verdicts.bucket", row.ReadText(2), ParseStoreKey));
+  v.bucket = key.first;
+  v.scope = key.second;
   v.candidates = row.ReadText(3);
   v.winner = row.ReadText(4);
   v.winner_version = static_cast<int>(row.ReadInt(5));
@@ -311,7 +314,7 @@ absl::Status LoadResults(Statement& query, Verdict& v) {
   query.BindText(1, v.fingerprint)
       .BindText(2, kOp)
       .BindText(3, DTypeName(v.dtype))
-      .BindText(4, v.bucket.ToString());
+      .BindText(4, StoreKeyOf(v.bucket, v.scope));
   while (true) {
     ASSIGN_OR_RETURN(bool row, query.Step());
     if (!row) break;
@@ -443,7 +446,7 @@ SqliteVerdictStore::~SqliteVerdictStore() {
 }
 
 absl::Status SqliteVerdictStore::Migrate() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.Begin("migrate"));
   ASSIGN_OR_RETURN(std::optional<int64_t> found, ReadSchemaVersion(db_));
@@ -471,7 +474,7 @@ absl::Status SqliteVerdictStore::Migrate() {
 }
 
 int SqliteVerdictStore::schema_version() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::StatusOr<std::optional<int64_t>> version = ReadSchemaVersion(db_);
   return version.ok() && version->has_value() ? static_cast<int>(**version) : 0;
 }
@@ -482,9 +485,9 @@ absl::Status SqliteVerdictStore::PutVerdict(const Verdict& v) {
   }
   const std::string op = absl::StrCat("put verdict ", KeyText(v.fingerprint, v.dtype, v.bucket));
   const std::string dtype(DTypeName(v.dtype));
-  const std::string bucket = v.bucket.ToString();
+  const std::string bucket = StoreKeyOf(v.bucket, v.scope);
 
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.Begin(op));
   {
@@ -554,7 +557,7 @@ absl::Status SqliteVerdictStore::PutVerdict(const Verdict& v) {
 absl::StatusOr<Verdict> SqliteVerdictStore::GetVerdict(const std::string& fingerprint, DType dtype,
                                                        const Bucket& bucket) {
   const std::string op = absl::StrCat("get verdict ", KeyText(fingerprint, dtype, bucket));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // One read transaction, so the verdict and its results are one snapshot.
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.BeginRead(op));
@@ -585,7 +588,7 @@ absl::StatusOr<Verdict> SqliteVerdictStore::GetVerdict(const std::string& finger
 absl::StatusOr<std::vector<Verdict>> SqliteVerdictStore::ListVerdicts(
     const std::string& fingerprint, const VerdictFilter& filter) {
   const std::string op = absl::StrCat("list verdicts of ", fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.BeginRead(op));
   std::vector<Verdict> verdicts;
@@ -611,7 +614,7 @@ absl::StatusOr<std::vector<Verdict>> SqliteVerdictStore::ListVerdicts(
 
 absl::StatusOr<int64_t> SqliteVerdictStore::CountVerdicts(const std::string& fingerprint) {
   const std::string op = absl::StrCat("count verdicts of ", fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement query,
                    Statement::Prepare(db_, op,
                                       "SELECT COUNT(*) FROM verdicts "
@@ -631,7 +634,7 @@ absl::StatusOr<int> SqliteVerdictStore::Invalidate(const std::string& fingerprin
         "verdict store: invalidate: empty scope; name a candidate, dtype or bucket, or set all");
   }
   const std::string op = absl::StrCat("invalidate verdicts of ", fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(
       Statement erase,
       Statement::Prepare(db_, op, absl::StrCat("DELETE FROM verdicts ", kVerdictScope)));
@@ -648,7 +651,7 @@ absl::Status SqliteVerdictStore::PutForce(const Force& f) {
         "verdict store: put force: fingerprint and candidate must be set");
   }
   const std::string op = absl::StrCat("put force ", KeyText(f.fingerprint, f.dtype, f.bucket));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement put,
                    Statement::Prepare(db_, op,
                                       "INSERT OR REPLACE INTO forces (fingerprint, dtype, bucket, "
@@ -667,7 +670,7 @@ absl::StatusOr<std::optional<Force>> SqliteVerdictStore::GetForce(const std::str
                                                                   DType dtype,
                                                                   const Bucket& bucket) {
   const std::string op = absl::StrCat("get force ", KeyText(fingerprint, dtype, bucket));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement query,
                    Statement::Prepare(db_, op,
                                       absl::StrCat(kForceColumns,
@@ -683,7 +686,7 @@ absl::StatusOr<std::optional<Force>> SqliteVerdictStore::GetForce(const std::str
 absl::StatusOr<bool> SqliteVerdictStore::RemoveForce(const std::string& fingerprint, DType dtype,
                                                      const Bucket& bucket) {
   const std::string op = absl::StrCat("remove force ", KeyText(fingerprint, dtype, bucket));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement erase,
                    Statement::Prepare(db_, op,
                                       "DELETE FROM forces WHERE fingerprint = ?1 AND dtype = ?2 "
@@ -695,7 +698,7 @@ absl::StatusOr<bool> SqliteVerdictStore::RemoveForce(const std::string& fingerpr
 
 absl::StatusOr<std::vector<Force>> SqliteVerdictStore::ListForces(const std::string& fingerprint) {
   const std::string op = absl::StrCat("list forces of ", fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement query,
                    Statement::Prepare(db_, op,
                                       absl::StrCat(kForceColumns,
@@ -719,7 +722,7 @@ absl::Status SqliteVerdictStore::PutQuarantine(const QuarantineEntry& q) {
   }
   const std::string op =
       absl::StrCat("put quarantine ", q.candidate, " ", q.scope, " on ", q.fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement put,
                    Statement::Prepare(db_, op,
                                       "INSERT OR REPLACE INTO quarantine (candidate, version, "
@@ -737,7 +740,7 @@ absl::Status SqliteVerdictStore::PutQuarantine(const QuarantineEntry& q) {
 absl::StatusOr<std::vector<QuarantineEntry>> SqliteVerdictStore::ListQuarantine(
     const std::string& fingerprint) {
   const std::string op = absl::StrCat("list quarantine of ", fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement query,
                    Statement::Prepare(db_, op,
                                       "SELECT candidate, version, scope, fingerprint, reason, "
@@ -763,7 +766,7 @@ absl::StatusOr<std::vector<QuarantineEntry>> SqliteVerdictStore::ListQuarantine(
 absl::StatusOr<int> SqliteVerdictStore::ClearQuarantine(const std::string& fingerprint,
                                                         const std::string& candidate) {
   const std::string op = absl::StrCat("clear quarantine of ", fingerprint);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement erase,
                    Statement::Prepare(db_, op,
                                       "DELETE FROM quarantine WHERE fingerprint = ?1 "
@@ -794,8 +797,8 @@ class SqliteVerdictStore::Lease final : public StoreLease {
 };
 
 absl::StatusOr<std::unique_ptr<StoreLease>> SqliteVerdictStore::TryLease(
-    const std::string& fingerprint, DType dtype, const Bucket& bucket) {
-  std::string key = KeyText(fingerprint, dtype, bucket);
+    const std::string& fingerprint, DType dtype, const Bucket& bucket, const VerdictScope& scope) {
+  std::string key = absl::StrCat(fingerprint, " ", DTypeName(dtype), " ", StoreKeyOf(bucket, scope));
   std::lock_guard<std::mutex> lock(leases_->mu);
   if (!leases_->held.insert(key).second) return std::unique_ptr<StoreLease>();
   return std::unique_ptr<StoreLease>(new Lease(leases_, std::move(key)));

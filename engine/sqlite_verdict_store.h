@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/verdict_store.h"
 
 struct sqlite3;
@@ -60,8 +61,9 @@ class SqliteVerdictStore final : public VerdictStore {
   absl::StatusOr<int> ClearQuarantine(const std::string& fingerprint,
                                       const std::string& candidate) override;
 
-  absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(const std::string& fingerprint, DType dtype,
-                                                       const Bucket& bucket) override;
+  absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(
+      const std::string& fingerprint, DType dtype, const Bucket& bucket,
+      const VerdictScope& scope = VerdictScope()) override;
   std::unique_ptr<StoreSubscription> Subscribe(
       std::function<void(const StoreChange&)> on_change) override;
 
@@ -78,7 +80,7 @@ class SqliteVerdictStore final : public VerdictStore {
 
   const std::string path_;
   const std::shared_ptr<Leases> leases_ = std::make_shared<Leases>();
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);  // owned
 };
 

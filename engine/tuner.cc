@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/refinement.h"
 #include "engine/selection_policy.h"
 #include "spdlog/spdlog.h"
 
@@ -23,17 +24,20 @@ int64_t NowUnix() {
       .count();
 }
 
-absl::Status ShuttingDown(const BucketKey& key) {
-  return absl::UnavailableError(
-      absl::StrCat("arbiterd is shutting down: ", key.ToString(), " is not measured"));
+std::string Us(double seconds) { return absl::StrFormat("%.4gus", seconds * 1e6); }
+
+absl::Status ShuttingDown(const std::string& what) {
+  return absl::UnavailableError(absl::StrCat("arbiterd is shutting down: ", what, " is not measured"));
 }
 
 }  // namespace
 
-// One bucket to measure, however many callers asked for it.
+// One bucket to measure, or one shape of it to refine, however many callers asked for it.
 struct Tuner::Job {
-  Problem problem;   // the shape measured: the first caller's
-  BucketKey key;
+  Problem problem;   // the shape measured: the first caller's (a refinement's own)
+  JobKey key;
+  bool refinement = false;   // refine `problem` inside its bucket (else measure the bucket)
+  bool refinement_slot = false;  // counted against max_queued_refinements, not max_queued
   std::string peer;  // charged for it (empty: nobody)
   int waiters = 0;           // synchronous callers waiting for its verdict
   bool background = false;   // measured even if nobody waits
@@ -43,6 +47,13 @@ struct Tuner::Job {
   bool drop = false;         // nobody wants it any more: stop at the next checkpoint
   bool stopped = false;      // it was stopped because of `drop` or shutdown
   absl::StatusOr<Verdict> result = absl::UnknownError("not measured yet");
+
+  const BucketKey& bucket() const { return key.first; }
+  // "f32 bucket ..." or "refinement of f32 40x48x56 in f32 bucket ...".
+  std::string What() const {
+    if (!refinement) return bucket().ToString();
+    return absl::StrCat("refinement of ", problem.ToString(), " in ", bucket().ToString());
+  }
 };
 
 // The measurer's hooks for one measurement: journal and watchdog before each
@@ -94,14 +105,14 @@ class Tuner::Hooks final : public MeasureHooks {
     if (absl::Status health = tuner_.backend_.Health(); !health.ok()) {
       tuner_.Fault(health, absl::StrCat("device fault: ", health.message()));
       return absl::UnavailableError(absl::StrCat("device fault while measuring ",
-                                                 job_->key.ToString(), ": ", health.message()));
+                                                 job_->What(), ": ", health.message()));
     }
     {
       absl::MutexLock lock(&tuner_.mu_);
       if (tuner_.Dropped(*job_)) {
         job_->stopped = true;
         return absl::CancelledError(absl::StrCat(
-            "measurement of ", job_->key.ToString(), " stopped: ",
+            "measurement of ", job_->What(), " stopped: ",
             tuner_.stopping_ ? "arbiterd is shutting down" : "nobody waits for it any more"));
       }
     }
@@ -144,30 +155,44 @@ Tuner::~Tuner() {
 
 bool Tuner::Dropped(const Job& job) { return stopping_ || job.drop; }
 
-absl::StatusOr<std::shared_ptr<Tuner::Job>> Tuner::NewJob(const Problem& p,
+absl::StatusOr<std::shared_ptr<Tuner::Job>> Tuner::NewJob(const JobKey& key, const Problem& p,
                                                           const std::string& peer) {
-  const BucketKey key = BucketKeyOf(p);
-  if (jobs_.size() >= options_.max_queued) {
+  const std::string what = key.second.empty()
+                               ? key.first.ToString()
+                               : absl::StrCat("refinement of ", p.ToString(), " in ", key.first.ToString());
+  if (charged_ >= options_.max_queued) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("tuning queue full: ", jobs_.size(), " buckets queued or being measured (limit ",
-                     options_.max_queued, "); ", key.ToString(), " is not measured"));
+        absl::StrCat("tuning queue full: ", charged_, " measurements queued or running (limit ",
+                     options_.max_queued, "); ", what, " is not measured"));
   }
   if (!peer.empty()) {
     auto it = per_peer_.find(peer);
     if (it != per_peer_.end() && it->second >= options_.max_queued_per_peer) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "peer ", peer, " already has ", it->second, " buckets queued for measurement (limit ",
-          options_.max_queued_per_peer, "); ", key.ToString(), " is not measured"));
+          "peer ", peer, " already has ", it->second, " measurements queued (limit ",
+          options_.max_queued_per_peer, "); ", what, " is not measured"));
     }
     ++per_peer_[peer];
   }
   auto job = std::make_shared<Job>();
   job->problem = p;
   job->key = key;
+  job->refinement = !key.second.empty();
   job->peer = peer;
+  ++charged_;
   jobs_[key] = job;
   queue_.push_back(job);
   changed_.SignalAll();
+  return job;
+}
+
+std::shared_ptr<Tuner::Job> Tuner::NextJob() {
+  auto it = std::find_if(queue_.begin(), queue_.end(), [](const std::shared_ptr<Job>& job) {
+    return !(job->refinement && job->waiters == 0);
+  });
+  if (it == queue_.end()) it = queue_.begin();
+  std::shared_ptr<Job> job = *it;
+  queue_.erase(it);
   return job;
 }
 
@@ -175,7 +200,10 @@ void Tuner::Finish(const std::shared_ptr<Job>& job, absl::StatusOr<Verdict> resu
   job->done = true;
   job->running = false;
   job->result = std::move(result);
-  if (auto it = jobs_.find(job->key); it != jobs_.end() && it->second == job) jobs_.erase(it);
+  if (auto it = jobs_.find(job->key); it != jobs_.end() && it->second == job) {
+    jobs_.erase(it);
+    --(job->refinement_slot ? refinements_ : charged_);
+  }
   std::erase(queue_, job);
   if (!job->peer.empty()) {
     if (auto it = per_peer_.find(job->peer); it != per_peer_.end() && --it->second == 0) {
@@ -190,9 +218,9 @@ void Tuner::Forsake(const std::shared_ptr<Job>& job) {
   if (job->waiters > 0 || job->background || job->done) return;
   if (!job->running) {
     spdlog::info("measurement of {} dropped before it started: nobody waits for it any more",
-                 job->key.ToString());
+                 job->What());
     Finish(job, absl::CancelledError(absl::StrCat("nobody waits for the measurement of ",
-                                                  job->key.ToString(), " any more")));
+                                                  job->What(), " any more")));
     return;
   }
   job->drop = true;  // the measuring thread stops at its next checkpoint
@@ -200,16 +228,47 @@ void Tuner::Forsake(const std::shared_ptr<Job>& job) {
 
 absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p, const CallContext& caller,
                                            const MeasureCall& call) {
+  return Await(JobKey{BucketKeyOf(p), ""}, p, /*refinement=*/false, caller, call);
+}
+
+absl::StatusOr<Verdict> Tuner::Refine(const Problem& p, const CallContext& caller,
+                                      const MeasureCall& call) {
   const BucketKey key = BucketKeyOf(p);
-  const std::string what = absl::StrCat("while waiting for the measurement of ", key.ToString());
+  if (!node_verdicts_.empty()) {
+    // A bucket set aside for this node is measured and kept here alone, whole.
+    absl::StatusOr<Verdict> stored = store_.GetVerdict(fingerprint_, key.dtype, key.bucket);
+    if (node_verdicts_.SetAside(key, stored.ok() ? &*stored : nullptr)) {
+      return MeasureOnce(p, caller, call);
+    }
+  }
+  absl::StatusOr<std::optional<Verdict>> bucket = LoadBucket(key);
+  const std::vector<const RegisteredCandidate*> eligible =
+      Eligible(registry_, quarantine_, p, nullptr);
+  // Nothing fresh to refine (or the store cannot say), or `p` is where the bucket
+  // was measured: measure the bucket.
+  if (!bucket.ok() || !*bucket || (*bucket)->candidates != RacedSet(eligible) ||
+      (*bucket)->measured == p || (*bucket)->winner.empty()) {
+    return MeasureOnce(p, caller, call);
+  }
+  return Await(JobKey{key, VerdictScope::Shape(p).ToString()}, p, /*refinement=*/true, caller,
+               call);
+}
+
+absl::StatusOr<Verdict> Tuner::Await(const JobKey& key, const Problem& p, bool refinement,
+                                     const CallContext& caller, const MeasureCall& call) {
+  const std::string what =
+      absl::StrCat("while waiting for the measurement of ",
+                   refinement ? absl::StrCat("refinement of ", p.ToString(), " in ",
+                                             key.first.ToString())
+                              : key.first.ToString());
   absl::MutexLock lock(&mu_);
-  if (stopping_) return ShuttingDown(key);
+  if (stopping_) return ShuttingDown(key.first.ToString());
   std::shared_ptr<Job> job;
   if (auto it = jobs_.find(key); it != jobs_.end()) {
     job = it->second;
     job->drop = false;  // wanted again
   } else {
-    ASSIGN_OR_RETURN(job, NewJob(p, caller.peer));
+    ASSIGN_OR_RETURN(job, NewJob(key, p, caller.peer));
   }
   if (!job->running) job->remeasure |= call.remeasure;
   ++job->waiters;
@@ -226,17 +285,43 @@ absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p, const CallContext& 
 }
 
 absl::Status Tuner::Enqueue(const Problem& p, const std::string& peer) {
-  const BucketKey key = BucketKeyOf(p);
+  const JobKey key{BucketKeyOf(p), ""};
   absl::MutexLock lock(&mu_);
-  if (stopping_) return ShuttingDown(key);
+  if (stopping_) return ShuttingDown(key.first.ToString());
   if (auto it = jobs_.find(key); it != jobs_.end()) {
     it->second->background = true;
     it->second->drop = false;
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<Job> job, NewJob(p, peer));
+  ASSIGN_OR_RETURN(std::shared_ptr<Job> job, NewJob(key, p, peer));
   job->background = true;
   return absl::OkStatus();
+}
+
+void Tuner::EnqueueRefinement(const Problem& p) {
+  const JobKey key{BucketKeyOf(p), VerdictScope::Shape(p).ToString()};
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  if (auto it = jobs_.find(key); it != jobs_.end()) {
+    it->second->background = true;
+    it->second->drop = false;
+    return;
+  }
+  if (refinements_ >= options_.max_queued_refinements) {
+    spdlog::debug("refinement of {} not queued: {} refinements queued (limit {})", p.ToString(),
+                  refinements_, options_.max_queued_refinements);
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->problem = p;
+  job->key = key;
+  job->refinement = true;
+  job->refinement_slot = true;
+  job->background = true;
+  ++refinements_;
+  jobs_[key] = job;
+  queue_.push_back(job);
+  changed_.SignalAll();
 }
 
 void Tuner::Shutdown() {
@@ -244,7 +329,7 @@ void Tuner::Shutdown() {
   if (stopping_) return;
   stopping_ = true;
   const std::deque<std::shared_ptr<Job>> queued = queue_;
-  for (const std::shared_ptr<Job>& job : queued) Finish(job, ShuttingDown(job->key));
+  for (const std::shared_ptr<Job>& job : queued) Finish(job, ShuttingDown(job->What()));
   if (!queued.empty()) spdlog::info("shutdown: {} queued measurements dropped", queued.size());
   changed_.SignalAll();  // the running measurement stops at its next checkpoint
 }
@@ -342,17 +427,19 @@ void Tuner::OnVerdictsChanged() {
   changed_.SignalAll();
 }
 
-absl::StatusOr<std::unique_ptr<StoreLease>> Tuner::TakeLease(const std::shared_ptr<Job>& job,
-                                                             std::optional<Verdict>* theirs) {
+absl::StatusOr<std::unique_ptr<StoreLease>> Tuner::TakeLease(
+    const std::shared_ptr<Job>& job, const VerdictScope& scope,
+    const std::function<std::optional<Verdict>()>& fresh, std::optional<Verdict>* theirs) {
   const Problem& p = job->problem;
-  const BucketKey& key = job->key;
+  const BucketKey& key = job->bucket();
+  const std::string what = scope.whole() ? key.ToString()
+                                         : absl::StrCat(scope.ToString(), " of ", key.ToString());
   bool told = false;
   while (true) {
     absl::StatusOr<std::unique_ptr<StoreLease>> lease =
-        store_.TryLease(fingerprint_, key.dtype, key.bucket);
+        store_.TryLease(fingerprint_, key.dtype, key.bucket, scope);
     if (!lease.ok()) {
-      spdlog::warn("measuring {} without the fleet's lease: {}", key.ToString(),
-                   lease.status().ToString());
+      spdlog::warn("measuring {} without the fleet's lease: {}", what, lease.status().ToString());
       return nullptr;
     }
     if (*lease != nullptr) return lease;
@@ -362,22 +449,20 @@ absl::StatusOr<std::unique_ptr<StoreLease>> Tuner::TakeLease(const std::shared_p
       if (Dropped(*job)) {
         job->stopped = true;
         return absl::CancelledError(absl::StrCat(
-            "measurement of ", key.ToString(), " stopped while another daemon measured it: ",
+            "measurement of ", what, " stopped while another daemon measured it: ",
             stopping_ ? "arbiterd is shutting down" : "nobody waits for it any more"));
       }
       if (job->waiters == 0) {
         // Background tuning: the holder's verdict will reach the store.
-        return absl::AbortedError(
-            absl::StrCat(key.ToString(), " is being measured by another daemon"));
+        return absl::AbortedError(absl::StrCat(what, " is being measured by another daemon"));
       }
     }
     if (!told) {
-      spdlog::info("{} is being measured by another daemon; waiting for its verdict",
-                   key.ToString());
+      spdlog::info("{} is being measured by another daemon; waiting for its verdict", what);
       if (observer_) observer_->OnLeaseWait(p);
       told = true;
     }
-    if (std::optional<Verdict> v = FreshVerdict(p)) {
+    if (std::optional<Verdict> v = fresh()) {
       *theirs = std::move(v);
       return nullptr;
     }
@@ -405,8 +490,7 @@ void Tuner::MeasuringLoop() {
       }
       if (stopping_) return;
       if (!queue_.empty()) {
-        job = queue_.front();
-        queue_.pop_front();
+        job = NextJob();
         job->running = true;
         job->stopped = false;
         running_ = job;
@@ -417,10 +501,13 @@ void Tuner::MeasuringLoop() {
     if (job == nullptr) continue;
     absl::StatusOr<Verdict> result;
     // A background entry for a bucket measured meanwhile (e.g. by an operator's tune).
-    std::optional<Verdict> fresh =
-        background_only && !job->remeasure ? FreshVerdict(job->problem) : std::nullopt;
+    std::optional<Verdict> fresh = background_only && !job->remeasure && !job->refinement
+                                       ? FreshVerdict(job->problem)
+                                       : std::nullopt;
     if (fresh) {
       result = *std::move(fresh);
+    } else if (job->refinement) {
+      result = RunRefinement(job);
     } else {
       result = MeasureBucket(job);
     }
@@ -433,12 +520,11 @@ void Tuner::MeasuringLoop() {
       queue_.push_front(job);
       continue;
     }
-    if (job->stopped && stopping_) result = ShuttingDown(job->key);
+    if (job->stopped && stopping_) result = ShuttingDown(job->What());
     if (absl::IsAborted(result.status())) {
-      spdlog::debug("background tuning of {} left to another daemon", job->problem.ToString());
+      spdlog::debug("background tuning of {} left to another daemon", job->What());
     } else if (!result.ok() && !job->stopped && job->background) {
-      spdlog::warn("background tuning of {} failed: {}", job->problem.ToString(),
-                   result.status().ToString());
+      spdlog::warn("background tuning of {} failed: {}", job->What(), result.status().ToString());
     }
     Finish(job, std::move(result));
   }
@@ -483,48 +569,51 @@ void Tuner::Fault(const absl::Status& status, const std::string& cause) {
   if (options_.on_fault) options_.on_fault(status);
 }
 
-absl::StatusOr<Verdict> Tuner::MeasureBucket(const std::shared_ptr<Job>& job) {
+absl::StatusOr<std::optional<Verdict>> Tuner::LoadBucket(const BucketKey& key) {
+  return LoadBucketVerdicts(store_, fingerprint_, key);
+}
+
+absl::Status Tuner::Recache(const BucketKey& key) {
+  ASSIGN_OR_RETURN(std::optional<Verdict> v, LoadBucket(key));
+  if (v) cache_.Put(key, *v);
+  return absl::OkStatus();
+}
+
+void Tuner::CacheBucket(const BucketKey& key, const Verdict& v) {
+  absl::StatusOr<std::optional<Verdict>> loaded = LoadBucket(key);
+  if (loaded.ok() && *loaded && (*loaded)->created_unix == v.created_unix &&
+      (*loaded)->measured == v.measured && (*loaded)->winner == v.winner &&
+      (*loaded)->candidates == v.candidates) {
+    cache_.Put(key, **loaded);
+    return;
+  }
+  cache_.Put(key, v);
+}
+
+void Tuner::Log(const Verdict& v) {
+  std::ostringstream os;
+  os << v << "; measuring took " << v.cost;
+  spdlog::info("verdict {}", os.str());
+  for (const CandidateResult& r : v.results) {
+    std::ostringstream rs;
+    rs << r;
+    spdlog::info("  {}", rs.str());
+  }
+}
+
+absl::StatusOr<Verdict> Tuner::RaceAt(const std::shared_ptr<Job>& job,
+                                      const std::vector<const RegisteredCandidate*>& eligible,
+                                      const std::vector<const RegisteredCandidate*>& racers,
+                                      const std::optional<std::string>& incumbent,
+                                      const NotRaced& not_raced) {
   const Problem& p = job->problem;
   const auto t0 = std::chrono::steady_clock::now();
-  std::string why_none;
-  const std::vector<const RegisteredCandidate*> eligible =
-      Eligible(registry_, quarantine_, p, &why_none);
-  if (eligible.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no candidate can run ", p.ToString(), ": ", why_none));
-  }
-  const Bucket bucket = BucketOf(p);
-  const BucketKey key{p.dtype, bucket};
-  absl::StatusOr<Verdict> prev = store_.GetVerdict(fingerprint_, p.dtype, bucket);
-  const bool set_aside =
-      !node_verdicts_.empty() && node_verdicts_.SetAside(key, prev.ok() ? &*prev : nullptr);
-  // One measurer per bucket in the fleet (a bucket set aside is this daemon's alone).
-  std::unique_ptr<StoreLease> lease;
-  if (store_.shared() && !set_aside) {
-    std::optional<Verdict> theirs;
-    ASSIGN_OR_RETURN(lease, TakeLease(job, &theirs));
-    if (!theirs && lease != nullptr && !job->remeasure) theirs = FreshVerdict(p);
-    if (theirs) {
-      spdlog::info("{} measured by another daemon: {}@v{}", key.ToString(), theirs->winner,
-                   theirs->winner_version);
-      cache_.Put(key, *theirs);
-      return *std::move(theirs);
-    }
-    prev = store_.GetVerdict(fingerprint_, p.dtype, bucket);  // the holder may have replaced it
-  }
-  // The incumbent is the previous winner for this bucket, stale or not.
-  std::optional<std::string> incumbent;
-  if (set_aside) prev = absl::NotFoundError("set aside");
-  if (std::optional<Verdict> own = set_aside ? node_verdicts_.Get(key) : std::nullopt) prev = *own;
-  if (prev.ok() && !prev->winner.empty()) incumbent = prev->winner;
-  // Measure the highest tiers first: a fast early median lets hopeless candidates stop early.
-  std::vector<const RegisteredCandidate*> order = eligible;
+  // The highest tiers first: a fast early median lets hopeless candidates stop early.
+  std::vector<const RegisteredCandidate*> order = racers;
   std::stable_sort(order.begin(), order.end(), [](auto* x, auto* y) {
     return x->spec.tier > y->spec.tier;
   });
-  spdlog::info("measuring {} (bucket {}) over {} candidates", p.ToString(), bucket.ToString(),
-               order.size());
-  // The measurement stops when dropped (nobody waits) or at shutdown.
+  // The race stops when the job is dropped (nobody waits) or at shutdown.
   CallContext context;
   context.cancelled = [this, job] {
     absl::MutexLock lock(&mu_);
@@ -554,19 +643,18 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const std::shared_ptr<Job>& job) {
       }
     }
     if (!m.ok()) {
-      spdlog::info("measurement of {} ended without a verdict: {}", p.ToString(),
+      spdlog::info("measurement of {} ended without a verdict: {}", job->What(),
                    m.status().ToString());
       return m.status();
     }
     report = *std::move(m);
   }
   ++measurements_;
-  std::vector<Measurement>& measured = report.measurements;
 
   Verdict v;
   v.fingerprint = fingerprint_;
   v.dtype = p.dtype;
-  v.bucket = bucket;
+  v.bucket = BucketOf(p);
   v.candidates = RacedSet(eligible);
   v.measured = p;
   v.cost = report.cost;
@@ -575,52 +663,229 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const std::shared_ptr<Job>& job) {
   v.created_unix = NowUnix();
   // Results in registration order, so the tier default's tie-break is stable.
   for (const RegisteredCandidate* c : eligible) {
-    for (Measurement& m : measured) {
-      if (m.result.name != c->spec.name) continue;
-      if (m.claim_violation) {
-        const QuarantineScope scope = QuarantineScope::OfDType(p.dtype);
-        spdlog::warn("quarantining {}@v{} for {}: {}", c->spec.name, c->spec.version,
-                     scope.ToString(), m.result.reason);
-        RETURN_IF_ERROR(quarantine_.Add(c->spec.name, c->spec.version, scope, m.result.reason));
-      }
-      v.results.push_back(m.result);
+    const Measurement* found = nullptr;
+    for (const Measurement& m : report.measurements) {
+      if (m.result.name == c->spec.name) found = &m;
     }
+    if (found == nullptr) {
+      CandidateResult r;
+      r.name = c->spec.name;
+      r.version = c->spec.version;
+      r.tier = c->spec.tier;
+      if (const CandidateMember* member = c->spec.Member(p.dtype)) {
+        r.determinism = member->contract.determinism;
+      }
+      r.state = ResultState::kUnmeasured;
+      r.reason = not_raced ? not_raced(*c) : "not raced";
+      v.results.push_back(std::move(r));
+      continue;
+    }
+    if (found->claim_violation) {
+      const QuarantineScope scope = QuarantineScope::OfDType(p.dtype);
+      spdlog::warn("quarantining {}@v{} for {}: {}", c->spec.name, c->spec.version,
+                   scope.ToString(), found->result.reason);
+      RETURN_IF_ERROR(quarantine_.Add(c->spec.name, c->spec.version, scope, found->result.reason));
+    }
+    v.results.push_back(found->result);
   }
   const Decision d = Decide(v.results, Determinism::kNondeterministic, incumbent, options_.noise);
   v.winner = d.winner;
   v.winner_version = d.winner_version;
   v.source = VerdictSource::kMeasured;
   v.reason = d.reason;
-  if (set_aside) {
-    node_verdicts_.Put(v);
-  } else if (absl::Status put = store_.PutVerdict(v); !put.ok()) {
-    if (!absl::IsUnavailable(put)) return put;
-    spdlog::warn("verdict of {} kept here until the store returns: {}", key.ToString(),
-                 put.ToString());
-    absl::MutexLock lock(&mu_);
-    pending_[key] = v;
-    changed_.SignalAll();
-  }
-  cache_.Put(key, v);
-  {
-    std::ostringstream os;
-    os << v << "; measuring took " << v.cost;
-    spdlog::info("verdict {}", os.str());
-    for (const CandidateResult& r : v.results) {
-      std::ostringstream rs;
-      rs << r;
-      spdlog::info("  {}", rs.str());
-    }
+  if (v.sm_clock_max_mhz > 0) {
+    // Kept in the reason, which every store persists, so the listing shows it.
+    absl::StrAppend(&v.reason, absl::StrFormat("; SM clock %.0f-%.0f MHz while timing",
+                                               v.sm_clock_min_mhz, v.sm_clock_max_mhz));
   }
   if (observer_) {
     observer_->OnTuning(
         p, v, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  return v;
+}
+
+absl::StatusOr<Verdict> Tuner::MeasureBucket(const std::shared_ptr<Job>& job) {
+  const Problem& p = job->problem;
+  std::string why_none;
+  const std::vector<const RegisteredCandidate*> eligible =
+      Eligible(registry_, quarantine_, p, &why_none);
+  if (eligible.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no candidate can run ", p.ToString(), ": ", why_none));
+  }
+  const Bucket bucket = BucketOf(p);
+  const BucketKey key{p.dtype, bucket};
+  absl::StatusOr<Verdict> prev = store_.GetVerdict(fingerprint_, p.dtype, bucket);
+  const bool set_aside =
+      !node_verdicts_.empty() && node_verdicts_.SetAside(key, prev.ok() ? &*prev : nullptr);
+  // One measurer per bucket in the fleet (a bucket set aside is this daemon's alone).
+  std::unique_ptr<StoreLease> lease;
+  if (store_.shared() && !set_aside) {
+    std::optional<Verdict> theirs;
+    ASSIGN_OR_RETURN(lease, TakeLease(job, VerdictScope(), [&] { return FreshVerdict(p); },
+                                      &theirs));
+    if (!theirs && lease != nullptr && !job->remeasure) theirs = FreshVerdict(p);
+    if (theirs) {
+      spdlog::info("{} measured by another daemon: {}@v{}", key.ToString(), theirs->winner,
+                   theirs->winner_version);
+      CacheBucket(key, *theirs);
+      return *std::move(theirs);
+    }
+    prev = store_.GetVerdict(fingerprint_, p.dtype, bucket);  // the holder may have replaced it
+  }
+  // The incumbent is the previous winner for this bucket, stale or not.
+  std::optional<std::string> incumbent;
+  if (set_aside) prev = absl::NotFoundError("set aside");
+  if (std::optional<Verdict> own = set_aside ? node_verdicts_.Get(key) : std::nullopt) prev = *own;
+  if (prev.ok() && !prev->winner.empty()) incumbent = prev->winner;
+  spdlog::info("measuring {} (bucket {}) over {} candidates", p.ToString(), bucket.ToString(),
+               eligible.size());
+  ASSIGN_OR_RETURN(Verdict v, RaceAt(job, eligible, eligible, incumbent, nullptr));
+  if (set_aside) {
+    node_verdicts_.Put(v);
+    cache_.Put(key, v);
+  } else if (absl::Status put = store_.PutVerdict(v); !put.ok()) {
+    if (!absl::IsUnavailable(put)) return put;
+    spdlog::warn("verdict of {} kept here until the store returns: {}", key.ToString(),
+                 put.ToString());
+    {
+      absl::MutexLock lock(&mu_);
+      pending_[key] = v;
+      changed_.SignalAll();
+    }
+    cache_.Put(key, v);
+  } else {
+    CacheBucket(key, v);
+  }
+  Log(v);
   if (v.winner.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("no candidate passed the oracle for ", p.ToString(), ": ", d.reason));
+        absl::StrCat("no candidate passed the oracle for ", p.ToString(), ": ", v.reason));
   }
   return v;
+}
+
+absl::StatusOr<Verdict> Tuner::RunRefinement(const std::shared_ptr<Job>& job) {
+  const Problem& p = job->problem;
+  const BucketKey& key = job->bucket();
+  if (!node_verdicts_.empty()) {
+    // A bucket set aside for this node is measured and kept here alone, whole.
+    absl::StatusOr<Verdict> stored = store_.GetVerdict(fingerprint_, key.dtype, key.bucket);
+    if (node_verdicts_.SetAside(key, stored.ok() ? &*stored : nullptr)) return MeasureBucket(job);
+  }
+  const std::vector<const RegisteredCandidate*> eligible =
+      Eligible(registry_, quarantine_, p, nullptr);
+  const std::string raced = RacedSet(eligible);
+  // The bucket's verdicts as they are now (they may have changed since the job was queued).
+  const auto refinable = [&](const absl::StatusOr<std::optional<Verdict>>& bucket) {
+    return bucket.ok() && *bucket && (*bucket)->candidates == raced &&
+           !((*bucket)->measured == p) && !(*bucket)->winner.empty();
+  };
+  // `p`'s fresh refinement in the store, if there is one.
+  const auto refined = [&]() -> std::optional<Verdict> {
+    absl::StatusOr<std::optional<Verdict>> bucket = LoadBucket(key);
+    if (!refinable(bucket)) return std::nullopt;
+    const Verdict* own = RefinementOf(**bucket, p);
+    return own != nullptr ? std::optional<Verdict>(*own) : std::nullopt;
+  };
+  absl::StatusOr<std::optional<Verdict>> bucket = LoadBucket(key);
+  if (!refinable(bucket)) return MeasureBucket(job);
+  if (!job->remeasure) {
+    if (std::optional<Verdict> own = refined()) return *std::move(own);  // refined meanwhile
+  }
+  // One refiner per shape in the fleet; the bucket's own lease is apart.
+  std::unique_ptr<StoreLease> lease;
+  if (store_.shared()) {
+    std::optional<Verdict> theirs;
+    ASSIGN_OR_RETURN(lease, TakeLease(job, VerdictScope::Shape(p), refined, &theirs));
+    if (!theirs && lease != nullptr && !job->remeasure) theirs = refined();
+    if (theirs) {
+      spdlog::info("{} refined by another daemon: {}@v{}", p.ToString(), theirs->winner,
+                   theirs->winner_version);
+      if (absl::Status s = Recache(key); !s.ok()) spdlog::debug("{}", s.ToString());
+      return *std::move(theirs);
+    }
+    bucket = LoadBucket(key);  // the holder may have split the bucket meanwhile
+    if (!refinable(bucket)) return MeasureBucket(job);
+  }
+  return RefineShape(job, **bucket, eligible);
+}
+
+absl::StatusOr<Verdict> Tuner::RefineShape(const std::shared_ptr<Job>& job, const Verdict& bucket,
+                                           const std::vector<const RegisteredCandidate*>& eligible) {
+  const Problem& p = job->problem;
+  const std::vector<std::string> leaders = Leaders(bucket, options_.refine);
+  std::vector<const RegisteredCandidate*> racers;
+  for (const std::string& name : leaders) {
+    for (const RegisteredCandidate* c : eligible) {
+      if (c->spec.name == name) racers.push_back(c);
+    }
+  }
+  const std::string at = bucket.measured.ToString();
+  spdlog::info("refining {} inside bucket {} (measured at {}) over {} leading candidates",
+               p.ToString(), bucket.bucket.ToString(), at, racers.size());
+  const auto not_raced = [&](const RegisteredCandidate& c) {
+    const CandidateResult* r = bucket.Result(c.spec.name);
+    const CandidateResult* w = bucket.Result(bucket.winner);
+    if (r != nullptr && r->timed() && w != nullptr && w->median_seconds > 0) {
+      return absl::StrFormat("not a leader of the bucket's verdict: %s at %s, %.2fx its winner",
+                             Us(r->median_seconds), at, r->median_seconds / w->median_seconds);
+    }
+    return absl::StrCat("not a leader of the bucket's verdict: ",
+                        r != nullptr ? ResultStateName(r->state) : "not raced", " at ", at);
+  };
+  ASSIGN_OR_RETURN(Verdict v, RaceAt(job, eligible, racers, bucket.winner, not_raced));
+  v.scope = VerdictScope::Shape(p);
+  v.reason = absl::StrCat("refined among the leaders of the bucket's verdict (measured at ", at,
+                          ", winner ", bucket.winner, "): ", v.reason);
+  RETURN_IF_ERROR(store_.PutVerdict(v));
+  Log(v);
+  if (!v.winner.empty() && v.winner != bucket.winner && !IsSplit(bucket)) {
+    RETURN_IF_ERROR(Split(job, bucket, v, eligible));
+  }
+  RETURN_IF_ERROR(Recache(BucketKeyOf(p)));
+  if (v.winner.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no leading candidate passed the oracle for ", p.ToString(), ": ", v.reason));
+  }
+  return v;
+}
+
+absl::Status Tuner::Split(const std::shared_ptr<Job>& job, const Verdict& bucket,
+                          const Verdict& refined,
+                          const std::vector<const RegisteredCandidate*>& eligible) {
+  const Problem& p = job->problem;
+  const auto halves = SplitBetween(bucket.bucket, bucket.measured, p);
+  const Transfer t = TransferOf(refined, bucket.winner);
+  const std::string evidence = absl::StrFormat(
+      "at %s %s (%s) beat the bucket's winner %s (%s, %.3fx) beyond the noise", p.ToString(),
+      refined.winner, Us(t.best_seconds), bucket.winner, Us(t.bucket_winner_seconds), t.regret());
+  if (!halves) {
+    spdlog::info("bucket {} not split: {}, but no half-octave separates {} from {}",
+                 bucket.bucket.ToString(), evidence, p.ToString(), bucket.measured.ToString());
+    return absl::OkStatus();
+  }
+  const bool first_home = halves->first.Contains(bucket.measured);
+  const VerdictScope& home = first_home ? halves->first : halves->second;
+  const VerdictScope& away = first_home ? halves->second : halves->first;
+  spdlog::info("splitting bucket {} into {} and {}: {}", bucket.bucket.ToString(),
+               halves->first.ToString(), halves->second.ToString(), evidence);
+  // The half holding the bucket's measured shape keeps the bucket's figures.
+  Verdict kept = bucket;
+  kept.scoped.clear();
+  kept.scope = home;
+  kept.reason = absl::StrCat("split (", evidence, "); this half keeps the bucket's figures at ",
+                             bucket.measured.ToString(), ": ", bucket.reason);
+  // The other half is raced in full at the refined shape, under the same job.
+  ASSIGN_OR_RETURN(Verdict raced, RaceAt(job, eligible, eligible, bucket.winner, nullptr));
+  raced.scope = away;
+  raced.reason = absl::StrCat("split (", evidence, "); this half measured at ", p.ToString(), ": ",
+                              raced.reason);
+  RETURN_IF_ERROR(store_.PutVerdict(kept));
+  RETURN_IF_ERROR(store_.PutVerdict(raced));
+  Log(raced);
+  return absl::OkStatus();
 }
 
 }  // namespace arbiter

@@ -15,13 +15,23 @@
 // measures alone, serves what it measured, and writes it back when the store
 // answers again (unless another daemon stored a verdict for the bucket meanwhile).
 //
-// Work is a queue of buckets, one entry per bucket however many callers ask for
-// it. A synchronous caller (MeasureOnce) joins its bucket's entry and waits for
-// the verdict only while it still waits itself (CallContext); a background
-// entry (Enqueue) is measured even if nobody waits. An entry nobody waits for
-// any more and that is not background is dropped - taken off the queue, or, when
-// it is running, stopped at its next checkpoint. The queue is bounded in
-// buckets and per peer (RESOURCE_EXHAUSTED past either).
+// Refinement (refinement.h decides, the Tuner measures): a shape inside a
+// measured bucket races the bucket verdict's leaders at exactly that shape and
+// is stored as its own verdict; where it beats the bucket's winner beyond the
+// noise the bucket splits, the other half raced in full. A bucket set aside for
+// this node is not refined: it is measured again whole.
+//
+// Work is a queue of jobs, one per (bucket, scope) however many callers ask for
+// it: a bucket's measurement (scope whole) and a refinement of one shape in it
+// are apart. A synchronous caller (MeasureOnce, Refine) joins its job and waits
+// for the verdict only while it still waits itself (CallContext); a background
+// job (Enqueue, EnqueueRefinement) is measured even if nobody waits. A job
+// nobody waits for any more and that is not background is dropped - taken off
+// the queue, or, when it is running, stopped at its next checkpoint. The queue
+// is bounded in jobs and per peer (RESOURCE_EXHAUSTED past either); background
+// refinements have a bound of their own and are dropped past it, and run only
+// when nothing else is queued. A refinement takes the fleet's lease on its
+// (bucket, scope), as a bucket's measurement takes the bucket's.
 //
 // While measuring, the Tuner is the measurer's MeasureHooks: between candidates
 // and timed repeats it lends the stream to queued dispatches (StreamPool::Yield),
@@ -49,6 +59,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -60,6 +72,7 @@
 #include "engine/node_verdicts.h"
 #include "engine/observer.h"
 #include "engine/quarantine.h"
+#include "engine/refinement.h"
 #include "engine/registry.h"
 #include "engine/selection.h"
 #include "engine/status.h"
@@ -75,6 +88,10 @@ struct TunerOptions {
   NoisePolicy noise;               // when a challenger displaces the incumbent
   size_t max_queued = 64;          // buckets queued or being measured; more: RESOURCE_EXHAUSTED
   size_t max_queued_per_peer = 8;  // of those, asked for by one peer (CallContext::peer)
+  // Background refinements queued at most (not counted in max_queued); more are dropped:
+  // a hot shape that missed its turn becomes hot again after the counts restart.
+  size_t max_queued_refinements = 256;
+  RefineOptions refine;            // which candidates race a refinement
   double hang_seconds = 300;       // a candidate under measurement that shows no progress (no
                                    // launch, no checkpoint) for this long has hung
   // Called (on the measuring or watchdog thread) when a candidate hung or faulted the
@@ -113,10 +130,23 @@ class Tuner {
   // would pass a queue limit; UNAVAILABLE once shutting down. `p` must be valid.
   absl::StatusOr<Verdict> MeasureOnce(const Problem& p, const CallContext& caller = {},
                                       const MeasureCall& call = {});
+  // Refines `p` inside its bucket: races the bucket verdict's leaders at exactly
+  // `p`, stores the result as `p`'s own verdict and, where its winner beat the
+  // bucket's beyond the noise, splits the bucket. Measures the whole bucket
+  // instead (as MeasureOnce) when it has no fresh verdict in the store, `p` is the
+  // shape it was measured at, or the bucket is set aside for this node. Waits as
+  // MeasureOnce does.
+  absl::StatusOr<Verdict> Refine(const Problem& p, const CallContext& caller = {},
+                                 const MeasureCall& call = {});
   // Queues `p`'s bucket for the background (measured even if nobody waits),
   // unless it is queued or being measured. RESOURCE_EXHAUSTED when a new entry
   // would pass a queue limit (charged to `peer`); UNAVAILABLE once shutting down.
   absl::Status Enqueue(const Problem& p, const std::string& peer = "");
+  // Queues a refinement of `p` for the background, behind every other job
+  // (deduplicated; dropped past max_queued_refinements or once shutting down).
+  void EnqueueRefinement(const Problem& p);
+  // The bucket's verdict in the store with its fresh refinements and halves (LoadBucketVerdicts).
+  absl::StatusOr<std::optional<Verdict>> LoadBucket(const BucketKey& key);
 
   // Refuses new work, drops what is queued (its waiters get UNAVAILABLE) and
   // stops the running measurement at its next checkpoint. Returns at once.
@@ -132,7 +162,7 @@ class Tuner {
 
   // Measurements run since start.
   int64_t measurements() const { return measurements_.load(); }
-  // Buckets queued or being measured now.
+  // Jobs (buckets and refinements) queued or being measured now.
   size_t queued() const;
   // The store reports new verdicts: a measurement waiting on another's lease looks now,
   // and verdicts waiting for the store are written back.
@@ -145,10 +175,21 @@ class Tuner {
  private:
   struct Job;
   class Hooks;
+  // A job's identity: the bucket, and the scope's text ("" for the whole bucket).
+  using JobKey = std::pair<BucketKey, std::string>;
+  // Why a candidate eligible but not raced appears unmeasured.
+  using NotRaced = std::function<std::string(const RegisteredCandidate&)>;
 
-  // Admits a new entry for `key` (`mu_` held): RESOURCE_EXHAUSTED past a limit.
-  absl::StatusOr<std::shared_ptr<Job>> NewJob(const Problem& p, const std::string& peer)
+  // Admits a new job for `key` (`mu_` held): RESOURCE_EXHAUSTED past a limit.
+  absl::StatusOr<std::shared_ptr<Job>> NewJob(const JobKey& key, const Problem& p,
+                                              const std::string& peer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Joins (or admits) `key`'s job and waits for it while `caller` waits.
+  absl::StatusOr<Verdict> Await(const JobKey& key, const Problem& p, bool refinement,
+                                const CallContext& caller, const MeasureCall& call);
+  // The next job to run: the first but a background refinement nobody waits for,
+  // else the first (`mu_` held; the queue is not empty).
+  std::shared_ptr<Job> NextJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `job` off the books (queue, entries, peer count) and wakes its waiters.
   void Finish(const std::shared_ptr<Job>& job, absl::StatusOr<Verdict> result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -157,17 +198,42 @@ class Tuner {
   bool Dropped(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::StatusOr<Verdict> MeasureBucket(const std::shared_ptr<Job>& job);
+  // A refinement job: RefineShape, or MeasureBucket where there is nothing to refine.
+  absl::StatusOr<Verdict> RunRefinement(const std::shared_ptr<Job>& job);
+  absl::StatusOr<Verdict> RefineShape(const std::shared_ptr<Job>& job, const Verdict& bucket,
+                                      const std::vector<const RegisteredCandidate*>& eligible);
+  // Splits `bucket` where `refined` (at the job's shape) disagrees with it, if a
+  // half-octave separates them.
+  absl::Status Split(const std::shared_ptr<Job>& job, const Verdict& bucket,
+                     const Verdict& refined,
+                     const std::vector<const RegisteredCandidate*>& eligible);
+  // Races `racers` (some of `eligible`) at the job's shape on a leased stream,
+  // with the journal, watchdog and checkpoints, and decides against `incumbent`;
+  // every other eligible candidate is listed unmeasured with `not_raced`'s reason.
+  // Quarantines disproved claims; stores nothing. UNAVAILABLE after a fault.
+  absl::StatusOr<Verdict> RaceAt(const std::shared_ptr<Job>& job,
+                                 const std::vector<const RegisteredCandidate*>& eligible,
+                                 const std::vector<const RegisteredCandidate*>& racers,
+                                 const std::optional<std::string>& incumbent,
+                                 const NotRaced& not_raced);
+  // Puts the bucket's verdicts, as the store now holds them, in the cache.
+  absl::Status Recache(const BucketKey& key);
+  // Caches `v` as `key`'s verdict, with the refinements and halves the store
+  // holds beside it when `v` is the store's own.
+  void CacheBucket(const BucketKey& key, const Verdict& v);
+  static void Log(const Verdict& v);
   // The served verdict for `p` when it raced exactly the candidates eligible now.
   std::optional<Verdict> FreshVerdict(const Problem& p);
   // Whether a verdict that would be served for `p` (same raced name@version set) is stored.
   bool HasFreshVerdict(const Problem& p);
-  // Takes the fleet's lease on `job`'s bucket, waiting while another daemon holds it
-  // and someone here waits for the bucket (ABORTED at once for a background-only
-  // job; CANCELLED once it is dropped); sets `theirs` instead when that daemon's
-  // verdict arrives meanwhile. A null lease with no `theirs`: the store cannot grant
-  // leases (measure alone).
-  absl::StatusOr<std::unique_ptr<StoreLease>> TakeLease(const std::shared_ptr<Job>& job,
-                                                        std::optional<Verdict>* theirs);
+  // Takes the fleet's lease on `scope` of `job`'s bucket, waiting while another
+  // daemon holds it and someone here waits for the job (ABORTED at once for a
+  // background-only job; CANCELLED once it is dropped); sets `theirs` instead when
+  // `fresh` finds that daemon's verdict meanwhile. A null lease with no `theirs`:
+  // the store cannot grant leases (measure alone).
+  absl::StatusOr<std::unique_ptr<StoreLease>> TakeLease(
+      const std::shared_ptr<Job>& job, const VerdictScope& scope,
+      const std::function<std::optional<Verdict>()>& fresh, std::optional<Verdict>* theirs);
   // The verdict this daemon serves for `key` from the store or its own set-aside
   // verdicts; nullopt when there is none (or the store cannot answer).
   std::optional<Verdict> Current(const BucketKey& key);
@@ -194,8 +260,10 @@ class Tuner {
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // an entry finished, work arrived, or shutdown began
-  std::map<BucketKey, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);  // queued or running
+  std::map<JobKey, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);  // queued or running
   std::deque<std::shared_ptr<Job>> queue_ ABSL_GUARDED_BY(mu_);
+  size_t charged_ ABSL_GUARDED_BY(mu_) = 0;      // jobs counted against max_queued
+  size_t refinements_ ABSL_GUARDED_BY(mu_) = 0;  // jobs counted against max_queued_refinements
   std::map<std::string, size_t> per_peer_ ABSL_GUARDED_BY(mu_);  // entries charged to a peer
   std::shared_ptr<Job> running_ ABSL_GUARDED_BY(mu_);
   std::map<BucketKey, Verdict> pending_ ABSL_GUARDED_BY(mu_);  // measured, the store was down

@@ -70,6 +70,41 @@ struct TuningCost {
 };
 std::ostream& operator<<(std::ostream& os, const TuningCost& c);  // "12.3ms: setup 0.1ms 1%, ..."
 
+// What part of its bucket a verdict serves. A bucket's verdict serves all of it;
+// a refinement serves one exact shape; a half of a split bucket serves the
+// shapes whose `dim` lies in (lo, hi] (refinement.h decides which).
+struct VerdictScope {
+  enum class Kind { kBucket = 0, kShape = 1, kHalf = 2 };
+  Kind kind = Kind::kBucket;
+  int64_t m = 0, n = 0, k = 0;  // kShape: the shape served
+  char dim = 0;                 // kHalf: 'm', 'n' or 'k'
+  int64_t lo = 0, hi = 0;       // kHalf: the range (lo, hi] of `dim` served
+
+  static VerdictScope Shape(const Problem& p);
+  static VerdictScope Half(char dim, int64_t lo, int64_t hi);
+  bool whole() const { return kind == Kind::kBucket; }
+  // Whether `p` (a shape of the verdict's bucket) is served by this scope.
+  bool Contains(const Problem& p) const;
+  // "" (whole bucket), "40x48x56" (a shape) or "m(32,48]" (a half).
+  std::string ToString() const;
+  static std::optional<VerdictScope> Parse(std::string_view text);
+  bool operator==(const VerdictScope&) const = default;
+};
+
+// Transfer: how the bucket's winner fares at a shape measured inside its bucket
+// (the bucket's own measured shape, a refinement, a split half). Both times are
+// medians measured at that shape in the same race.
+struct Transfer {
+  std::string bucket_winner;
+  double bucket_winner_seconds = 0;  // 0 when the bucket's winner was not timed there
+  std::string best;                  // the fastest timed there
+  double best_seconds = 0;
+  // The bucket winner's time over the best's; 0 when either is unknown.
+  double regret() const {
+    return bucket_winner_seconds > 0 && best_seconds > 0 ? bucket_winner_seconds / best_seconds : 0;
+  }
+};
+
 struct Verdict {
   std::string fingerprint;    // DeviceInfo::Fingerprint()
   DType dtype = DType::kF32;
@@ -85,11 +120,24 @@ struct Verdict {
   TuningCost cost;               // what measuring it took
   double sm_clock_min_mhz = 0;   // the SM clock seen during the timed rounds; 0 where the
   double sm_clock_max_mhz = 0;   // device reports none
+  VerdictScope scope;            // what part of the bucket it serves: all of it by default
+  // A bucket's verdict as served: its fresh refinements and split halves, each a
+  // verdict of its own in the store (loaded with it by LoadBucketVerdicts).
+  std::vector<Verdict> scoped;
+  // Listing only, derived: how the bucket's winner fares at this verdict's shape.
+  std::optional<Transfer> transfer;
 
   const CandidateResult* Result(std::string_view name) const;
 };
 
 std::ostream& operator<<(std::ostream& os, const CandidateResult& r);
+
+// The text a store keys a verdict by: its bucket's, then "/" and its scope's when
+// it serves less than the whole bucket ("m(32,64]a8.n(32,64]a8.k(32,64]a8/40x48x56").
+// A store filtering by bucket matches the bucket's text and that text followed by "/".
+std::string StoreKeyOf(const Bucket& bucket, const VerdictScope& scope);
+// The bucket and scope of a stored key; nullopt when the text is not one.
+std::optional<std::pair<Bucket, VerdictScope>> ParseStoreKey(const std::string& text);
 std::ostream& operator<<(std::ostream& os, const Verdict& v);
 
 }  // namespace arbiter

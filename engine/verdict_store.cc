@@ -24,6 +24,24 @@ absl::StatusOr<std::unique_ptr<VerdictStore>> VerdictStore::Open(const std::stri
   return std::unique_ptr<VerdictStore>(std::move(store));
 }
 
+absl::StatusOr<std::optional<Verdict>> LoadBucketVerdicts(VerdictStore& store,
+                                                          const std::string& fingerprint,
+                                                          const BucketKey& key) {
+  VerdictFilter filter;
+  filter.dtype = key.dtype;
+  filter.bucket = key.bucket;
+  ASSIGN_OR_RETURN(std::vector<Verdict> all, store.ListVerdicts(fingerprint, filter));
+  std::optional<Verdict> bucket;
+  for (Verdict& v : all) {
+    if (v.scope.whole()) bucket = std::move(v);
+  }
+  if (!bucket) return std::nullopt;
+  for (Verdict& v : all) {
+    if (!v.scope.whole() && v.candidates == bucket->candidates) bucket->scoped.push_back(std::move(v));
+  }
+  return bucket;
+}
+
 bool IsPostgresUri(const std::string& location) {
   return absl::StartsWith(location, "postgresql://") || absl::StartsWith(location, "postgres://");
 }

@@ -12,7 +12,7 @@
 // the engine serves it only while that set still matches the registry.
 //
 // For a fleet the interface adds what one daemon alone never needed:
-// - leases (TryLease): single flight per (fingerprint, dtype, bucket) across
+// - leases (TryLease): single flight per (fingerprint, dtype, bucket, scope) across
 //   every daemon on the store, released when the lease object is destroyed or
 //   its holder dies;
 // - change notifications (Subscribe): another daemon changed verdicts, forces
@@ -65,13 +65,13 @@ struct QuarantineEntry {
 struct InvalidateScope {
   std::optional<std::string> candidate;  // verdicts that raced this candidate
   std::optional<DType> dtype;
-  std::optional<Bucket> bucket;
+  std::optional<Bucket> bucket;  // the bucket's verdict with its refinements and split halves
   bool all = false;
 };
 
 struct VerdictFilter {
   std::optional<DType> dtype;
-  std::optional<Bucket> bucket;
+  std::optional<Bucket> bucket;  // the bucket's verdict with its refinements and split halves
   std::optional<std::string> candidate;  // verdicts that raced it
 };
 
@@ -152,9 +152,12 @@ class VerdictStore {
   // OK while the store answers; UNAVAILABLE (saying why) while it cannot be reached.
   virtual absl::Status Health() = 0;
 
-  // Inserts or replaces the verdict for (fingerprint, dtype, bucket), results included.
+  // Inserts or replaces the verdict for (fingerprint, dtype, bucket, scope), results
+  // included: a bucket's own verdict, a refinement of one shape or a split half are
+  // each their own row, keyed by StoreKeyOf(bucket, scope) (verdict.h). Fields that
+  // are not persisted: cost, SM clock (kept in the reason), scoped, transfer.
   virtual absl::Status PutVerdict(const Verdict& v) = 0;
-  // NOT_FOUND when absent.
+  // The bucket's own verdict (whole scope). NOT_FOUND when absent.
   virtual absl::StatusOr<Verdict> GetVerdict(const std::string& fingerprint, DType dtype,
                                              const Bucket& bucket) = 0;
   virtual absl::StatusOr<std::vector<Verdict>> ListVerdicts(const std::string& fingerprint,
@@ -180,13 +183,15 @@ class VerdictStore {
   virtual absl::StatusOr<int> ClearQuarantine(const std::string& fingerprint,
                                               const std::string& candidate) = 0;
 
-  // The lease on measuring (fingerprint, dtype, bucket): granted (non-null) when no
-  // other holder - in this process or, on a shared store, any daemon - has it; nullptr
-  // while another holds it. UNAVAILABLE when the store cannot be reached (the caller
+  // The lease on measuring (fingerprint, dtype, bucket, scope): granted (non-null) when
+  // no other holder - in this process or, on a shared store, any daemon - has it;
+  // nullptr while another holds it. A scope's lease (a refinement of one shape) is
+  // apart from its bucket's, and a whole bucket's key is the bucket's alone, as
+  // before scopes existed. UNAVAILABLE when the store cannot be reached (the caller
   // decides whether to measure anyway). A holder that dies loses its lease.
-  virtual absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(const std::string& fingerprint,
-                                                               DType dtype,
-                                                               const Bucket& bucket) = 0;
+  virtual absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(
+      const std::string& fingerprint, DType dtype, const Bucket& bucket,
+      const VerdictScope& scope = VerdictScope()) = 0;
 
   // Calls `on_change` (on a store thread; it must be quick and must not block on the
   // store) for each change made through any user of a shared store, this one's
@@ -197,6 +202,14 @@ class VerdictStore {
  protected:
   VerdictStore() = default;
 };
+
+// The verdict of `key`'s bucket as the engine serves it: the bucket's own verdict
+// with, in `scoped`, its refinements and split halves that raced the same
+// candidates (others are stale and left out). nullopt when the bucket has no
+// verdict of its own.
+absl::StatusOr<std::optional<Verdict>> LoadBucketVerdicts(VerdictStore& store,
+                                                          const std::string& fingerprint,
+                                                          const BucketKey& key);
 
 // Whether `location` names a PostgreSQL store (postgresql:// or postgres://).
 bool IsPostgresUri(const std::string& location);

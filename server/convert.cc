@@ -199,6 +199,20 @@ void ToProto(const Verdict& v, v1::Verdict* out) {
   for (const CandidateResult& r : v.results) ToProto(r, out->add_results());
   out->set_created_unix(v.created_unix);
   out->set_candidates(v.candidates);
+  out->set_scope(v.scope.ToString());
+  if (v.transfer) {
+    v1::Transfer* t = out->mutable_transfer();
+    t->set_bucket_winner(v.transfer->bucket_winner);
+    t->set_bucket_winner_seconds(v.transfer->bucket_winner_seconds);
+    t->set_best(v.transfer->best);
+    t->set_best_seconds(v.transfer->best_seconds);
+    t->set_regret(v.transfer->regret());
+  }
+  out->set_sm_clock_min_mhz(v.sm_clock_min_mhz);
+  out->set_sm_clock_max_mhz(v.sm_clock_max_mhz);
+  if (v.cost.Total() > 0) {
+    for (const auto& [phase, seconds] : v.cost.Phases()) (*out->mutable_phase_seconds())[phase] = seconds;
+  }
 }
 
 absl::StatusOr<Reach> ReachFromProto(v1::Reach r) {

@@ -182,6 +182,10 @@ absl::Status ValidateOptions(const DaemonOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("tuning-hang-seconds: expected > 0, got ", a.tuning_hang_seconds));
   }
+  if (a.refine.hot_after < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refine-after: expected >= 0, got ", a.refine.hot_after));
+  }
   if (!(o.health_poll_seconds > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("health-poll-seconds: expected > 0, got ",
                                                    o.health_poll_seconds));

@@ -101,6 +101,9 @@ ABSL_FLAG(double, noise_multiple, Defaults().arbiter.noise.noise_multiple,
           "a challenger displaces the incumbent only when its speedup beats this many relative spreads");
 ABSL_FLAG(double, noise_floor, Defaults().arbiter.noise.noise_floor,
           "smallest relative spread assumed when comparing candidates");
+ABSL_FLAG(int64_t, refine_after, Defaults().arbiter.refine.hot_after,
+          "a shape served this many times from figures measured at another shape of its bucket "
+          "gets a verdict of its own, measured in the background; 0: only when named by tune");
 ABSL_FLAG(std::string, admin_token_file, Defaults().admin_token_file,
           "file holding the bearer token Admin calls must carry; without it, loopback listeners only");
 ABSL_FLAG(std::string, tls_cert, Defaults().tls.cert_file,
@@ -153,6 +156,7 @@ DaemonOptions OptionsFromFlags() {
   options.arbiter.verify_fraction = absl::GetFlag(FLAGS_verify_fraction);
   options.arbiter.noise.noise_multiple = absl::GetFlag(FLAGS_noise_multiple);
   options.arbiter.noise.noise_floor = absl::GetFlag(FLAGS_noise_floor);
+  options.arbiter.refine.hot_after = absl::GetFlag(FLAGS_refine_after);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.arbiter.limits.max_operand_bytes = absl::GetFlag(FLAGS_max_operand_bytes);
   options.arbiter.regions.max_regions_per_peer = absl::GetFlag(FLAGS_max_regions_per_peer);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -20,6 +21,7 @@ using testing::FakeBackend;
 using testing::FakeCandidate;
 using testing::FakeStream;
 using testing::NaiveGemm;
+using testing::ShapedKernel;
 using testing::TimedKernel;
 using testing::Gate;
 
@@ -93,9 +95,10 @@ class OutageStore final : public VerdictStore {
     return inner_->ClearQuarantine(fp, c);
   }
   absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(const std::string& fp, DType d,
-                                                       const Bucket& b) override {
+                                                       const Bucket& b,
+                                                       const VerdictScope& s) override {
     RETURN_IF_ERROR(Up());
-    return inner_->TryLease(fp, d, b);
+    return inner_->TryLease(fp, d, b, s);
   }
   std::unique_ptr<StoreSubscription> Subscribe(
       std::function<void(const StoreChange&)> on_change) override {
@@ -242,6 +245,217 @@ TEST_F(ArbiterTest, VerdictOfAnotherCandidateVersionIsNotServed) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(arbiter->measurements(), 1);
   EXPECT_NE(s->verdict->candidates.find("fast@2"), std::string::npos);
+}
+
+// Refinement and splits. Bucket m(32,64]a8.n(32,64]a8.k(32,64]a8, measured at 64^3:
+// `wide` is fastest where M > 48, `narrow` (within the leaders' margin there) where
+// M <= 48, `generic` is far slower everywhere and never a leader.
+std::vector<CandidateSpec> Shaped() {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("wide", 3, ShapedKernel([](const Problem&) { return 10e-6; })));
+  c.push_back(FakeCandidate("narrow", 2, ShapedKernel([](const Problem& p) {
+    return p.m <= 48 ? 8e-6 : 11e-6;
+  })));
+  c.push_back(FakeCandidate("generic", 1, TimedKernel(100e-6)));
+  return c;
+}
+const Problem kBucketShape{DType::kF32, 64, 64, 64};
+const Problem kNarrowShape{DType::kF32, 40, 64, 64};
+
+// The verdicts listed for kBucketShape's bucket, by scope text.
+std::map<std::string, Verdict> Listed(Arbiter& arbiter) {
+  VerdictFilter filter;
+  filter.bucket = BucketOf(kBucketShape);
+  absl::StatusOr<std::vector<Verdict>> all = arbiter.ListVerdicts(filter);
+  EXPECT_TRUE(all.ok()) << all.status();
+  std::map<std::string, Verdict> out;
+  if (all.ok()) {
+    for (const Verdict& v : *all) out[v.scope.ToString()] = v;
+  }
+  return out;
+}
+
+TEST_F(ArbiterTest, TuneOfAShapeInsideAMeasuredBucketGivesItAVerdictOfItsOwn) {
+  auto arbiter = Start(Shaped());
+  ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+  absl::StatusOr<Verdict> refined = arbiter->Tune(kNarrowShape);
+  ASSERT_TRUE(refined.ok()) << refined.status();
+  EXPECT_EQ(refined->scope, VerdictScope::Shape(kNarrowShape));
+  EXPECT_EQ(refined->measured, kNarrowShape);
+  // Every eligible candidate is accounted for; the far slower one was not raced.
+  ASSERT_EQ(refined->results.size(), 3u);
+  EXPECT_EQ(refined->Result("generic")->state, ResultState::kUnmeasured);
+  EXPECT_NE(refined->Result("generic")->reason.find("not a leader"), std::string::npos);
+  EXPECT_TRUE(refined->Result("wide")->timed());
+  EXPECT_TRUE(refined->Result("narrow")->timed());
+
+  const std::map<std::string, Verdict> listed = Listed(*arbiter);
+  ASSERT_TRUE(listed.count("")) << "the bucket's own verdict";
+  ASSERT_TRUE(listed.count("40x64x64")) << "the refinement beside it";
+  // Transfer: the bucket's winner, timed at the refined shape, against the best there.
+  const Verdict& at = listed.at("40x64x64");
+  ASSERT_TRUE(at.transfer.has_value());
+  EXPECT_EQ(at.transfer->bucket_winner, listed.at("").winner);
+  EXPECT_EQ(at.transfer->bucket_winner_seconds,
+            at.Result(listed.at("").winner)->median_seconds);
+  EXPECT_GE(at.transfer->regret(), 1.0);
+
+  // The refinement serves its shape; the bucket's verdict still serves the rest.
+  auto s = arbiter->Select(kNarrowShape, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->source, VerdictSource::kMeasured);
+  EXPECT_EQ(s->candidate, refined->winner);
+  auto b = arbiter->Select(kBucketShape, {});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->candidate, listed.at("").winner);
+}
+
+TEST_F(ArbiterTest, ABucketSplitsWhereARefinementBeatsItsWinnerAndEveryShapeFindsItsHalf) {
+  auto arbiter = Start(Shaped());
+  ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+  absl::StatusOr<Verdict> refined = arbiter->Tune(kNarrowShape);
+  ASSERT_TRUE(refined.ok()) << refined.status();
+  const std::map<std::string, Verdict> listed = Listed(*arbiter);
+  ASSERT_NE(refined->winner, listed.at("").winner) << "the planted timings disagree inside the bucket";
+  ASSERT_TRUE(listed.count("m(32,48]") && listed.count("m(48,64]"))
+      << "split on M into half-octaves";
+  EXPECT_NE(listed.at("m(32,48]").reason.find("split"), std::string::npos);
+  // Every shape of the bucket is served by the verdict of the half holding it.
+  for (int64_t m : {40, 48, 56, 64}) {
+    for (int64_t n : {40, 64}) {
+      const Problem q{DType::kF32, m, n, 56};
+      ASSERT_EQ(BucketOf(q), BucketOf(kBucketShape));
+      const Verdict& half = listed.at(m <= 48 ? "m(32,48]" : "m(48,64]");
+      SelectOptions off;
+      off.tuning = TuningPolicy::kOff;
+      auto s = arbiter->Select(q, off);
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_EQ(s->source, VerdictSource::kMeasured) << q.ToString();
+      EXPECT_EQ(s->candidate, half.winner) << q.ToString();
+    }
+  }
+}
+
+TEST_F(ArbiterTest, RestartKeepsRefinementsAndSplitsWithoutMeasuringAgain) {
+  std::map<std::string, std::string> served;
+  const std::vector<Problem> shapes = {kNarrowShape, {DType::kF32, 48, 64, 64},
+                                       {DType::kF32, 56, 40, 64}, kBucketShape};
+  {
+    auto arbiter = Start(Shaped());
+    ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+    ASSERT_TRUE(arbiter->Tune(kNarrowShape).ok());
+    ASSERT_EQ(Listed(*arbiter).size(), 4u);  // bucket, refinement, two halves
+    for (const Problem& q : shapes) served[q.ToString()] = arbiter->Select(q, {})->candidate;
+  }
+  options_.tuning = TuningPolicy::kOff;
+  auto arbiter = Start(Shaped());
+  EXPECT_EQ(Listed(*arbiter).size(), 4u);
+  for (const Problem& q : shapes) {
+    auto s = arbiter->Select(q, {});
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->source, VerdictSource::kMeasured) << q.ToString();
+    EXPECT_EQ(s->candidate, served[q.ToString()]) << q.ToString();
+  }
+  EXPECT_EQ(arbiter->measurements(), 0);
+}
+
+TEST_F(ArbiterTest, InvalidatingABucketRemovesItsRefinementsAndSplits) {
+  auto arbiter = Start(Shaped());
+  ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+  ASSERT_TRUE(arbiter->Tune(kNarrowShape).ok());
+  ASSERT_GT(Listed(*arbiter).size(), 1u);
+  InvalidateScope scope;
+  scope.bucket = BucketOf(kBucketShape);
+  ASSERT_TRUE(arbiter->Invalidate(scope).ok());
+  EXPECT_TRUE(Listed(*arbiter).empty());
+  SelectOptions off;
+  off.tuning = TuningPolicy::kOff;
+  EXPECT_EQ(arbiter->Select(kNarrowShape, off)->source, VerdictSource::kTierDefault);
+}
+
+TEST_F(ArbiterTest, AShapeServedOftenFromAnotherShapesFiguresIsRefinedInTheBackground) {
+  options_.refine.hot_after = 3;
+  auto arbiter = Start(Shaped());
+  ASSERT_TRUE(arbiter->Select(kBucketShape, {}).ok());  // measures the bucket at 64^3
+  for (int i = 0; i < 3; ++i) {
+    auto s = arbiter->Select(kNarrowShape, {});
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->verdict->measured, kBucketShape);  // answered at once from the bucket's
+  }
+  arbiter->WaitIdle();
+  EXPECT_TRUE(Listed(*arbiter).count("40x64x64"));
+  auto s = arbiter->SelectShared(kNarrowShape, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->verdict->measured, kNarrowShape);
+  // Refined, the answer is remembered like any other.
+  auto again = arbiter->SelectShared(kNarrowShape, {});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->get(), s->get());
+}
+
+TEST_F(ArbiterTest, ARememberedAnswerGivesWayToTheRefinementAndTheSplitHalfThatNowServeItsShape) {
+  options_.refine.hot_after = 0;  // only tune refines: answers are remembered from the first
+  auto arbiter = Start(Shaped());
+  ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+  const Problem other{DType::kF32, 48, 40, 56};  // M <= 48 too, but not the shape tune names
+  ASSERT_EQ(BucketOf(other), BucketOf(kBucketShape));
+  std::map<std::string, std::shared_ptr<const Selection>> before;
+  for (const Problem& q : {kNarrowShape, other, kBucketShape}) {
+    auto first = arbiter->SelectShared(q, {});
+    auto second = arbiter->SelectShared(q, {});
+    ASSERT_TRUE(first.ok() && second.ok()) << q.ToString();
+    ASSERT_EQ(first->get(), second->get()) << q.ToString() << ": remembered";
+    ASSERT_EQ((*second)->verdict->measured, kBucketShape) << q.ToString();
+    before[q.ToString()] = *second;
+  }
+  ASSERT_EQ(before.at(kNarrowShape.ToString())->candidate, "wide");
+
+  ASSERT_TRUE(arbiter->Tune(kNarrowShape).ok());  // refines 40x64x64; the bucket splits on M
+  const std::map<std::string, Verdict> listed = Listed(*arbiter);
+  ASSERT_TRUE(listed.count("40x64x64") && listed.count("m(32,48]") && listed.count("m(48,64]"));
+  // Each shape is now served by its most specific verdict, not the answer remembered before.
+  const std::vector<std::pair<Problem, VerdictScope>> want = {
+      {kNarrowShape, VerdictScope::Shape(kNarrowShape)},
+      {other, VerdictScope::Half('m', 32, 48)},
+      {kBucketShape, VerdictScope::Half('m', 48, 64)}};
+  for (const auto& [q, scope] : want) {
+    for (int i = 0; i < 2; ++i) {  // decided, then remembered
+      auto s = arbiter->SelectShared(q, {});
+      ASSERT_TRUE(s.ok()) << s.status();
+      ASSERT_TRUE((*s)->verdict.has_value()) << q.ToString();
+      EXPECT_EQ((*s)->verdict->scope, scope) << q.ToString() << ": " << (*s)->reason;
+      EXPECT_EQ((*s)->candidate, listed.at(scope.ToString()).winner) << q.ToString();
+      EXPECT_NE(s->get(), before.at(q.ToString()).get()) << q.ToString();
+    }
+  }
+  EXPECT_EQ(arbiter->SelectShared(kNarrowShape, {})->get()->candidate, "narrow");
+  EXPECT_EQ(arbiter->SelectShared(other, {})->get()->candidate, "narrow");
+}
+
+TEST_F(ArbiterTest, RefinementNeverServesACandidateOutsideItsCoverageOrBelowTheRequiredDeterminism) {
+  // `capped` is the fastest where it runs, but covers M <= 48 only; `loose` is
+  // fast and nondeterministic.
+  std::vector<CandidateSpec> c = Shaped();
+  CandidateSpec capped = FakeCandidate("capped", 3, TimedKernel(1e-6));
+  for (auto& m : capped.members) m.contract.shape.max_m = 48;
+  c.push_back(std::move(capped));
+  c.push_back(FakeCandidate("loose", 3, TimedKernel(2e-6), Determinism::kNondeterministic));
+  auto arbiter = Start(std::move(c));
+  ASSERT_TRUE(arbiter->Tune(kNarrowShape).ok());  // capped covers 40: raced there
+  for (const Problem& q : {kBucketShape, Problem{DType::kF32, 56, 64, 64}}) {
+    absl::StatusOr<Verdict> v = arbiter->Tune(q);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(v->Result("capped"), nullptr) << q.ToString() << ": not eligible, not listed";
+    auto s = arbiter->Select(q, {});
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_NE(s->candidate, "capped") << q.ToString();
+    SelectOptions strict;
+    strict.required = Determinism::kRunToRun;
+    auto t = arbiter->Select(q, strict);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_NE(t->candidate, "loose") << q.ToString();
+    EXPECT_NE(t->candidate, "capped") << q.ToString();
+  }
 }
 
 TEST_F(ArbiterTest, AsyncAnswersAtOnceAndMeasuresOnceUnderConcurrentRequests) {

@@ -207,4 +207,14 @@ inline KernelFn TimedKernel(double seconds, double jitter = 0.0) {
   };
 }
 
+// A correct kernel whose fake device time is `seconds(problem)`: kernels whose
+// ranking changes inside a bucket, as real ones do.
+inline KernelFn ShapedKernel(std::function<double(const Problem&)> seconds) {
+  return [=](const GemmArgs& args) {
+    NaiveGemm(args, args.problem.k, args.problem.m);
+    static_cast<FakeStream*>(args.stream)->Advance(seconds(args.problem));
+    return absl::OkStatus();
+  };
+}
+
 }  // namespace arbiter::testing

@@ -81,6 +81,7 @@ inline void ExpectSameVerdict(const Verdict& want, const Verdict& got) {
   EXPECT_EQ(want.fingerprint, got.fingerprint);
   EXPECT_EQ(want.dtype, got.dtype);
   EXPECT_EQ(want.bucket, got.bucket);
+  EXPECT_EQ(want.scope.ToString(), got.scope.ToString());
   EXPECT_EQ(want.candidates, got.candidates);
   EXPECT_EQ(want.winner, got.winner);
   EXPECT_EQ(want.winner_version, got.winner_version);

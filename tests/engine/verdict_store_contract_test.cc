@@ -258,6 +258,69 @@ TYPED_TEST(VerdictStoreContractTest, GetVerdictOfAbsentKeyIsNotFound) {
   EXPECT_TRUE(this->store_->GetVerdict(kDevice, DType::kF32, v.bucket).ok());
 }
 
+// A bucket's verdict, a refinement of one of its shapes and a split half: three rows.
+std::vector<Verdict> BucketWithScopedVerdicts(const std::string& fingerprint) {
+  Verdict bucket = MakeVerdict(fingerprint, DType::kF32, 64, 64, 64, {"wide", "narrow"});
+  Verdict refined = MakeVerdict(fingerprint, DType::kF32, 40, 64, 64, {"narrow", "wide"});
+  refined.candidates = bucket.candidates;  // the same set raced, as the engine records it
+  refined.scope = VerdictScope::Shape(refined.measured);
+  refined.reason = "refined among the leaders";
+  Verdict half = refined;
+  half.scope = VerdictScope::Half('m', 32, 48);
+  half.reason = "split (evidence); this half measured at 40x64x64";
+  return {bucket, refined, half};
+}
+
+TYPED_TEST(VerdictStoreContractTest, RefinementsAndSplitHalvesAreKeptBesideTheirBucketsVerdict) {
+  const std::vector<Verdict> put = BucketWithScopedVerdicts(kDevice);
+  for (const Verdict& v : put) ASSERT_TRUE(this->store_->PutVerdict(v).ok());
+  // Another bucket's verdict (k differs): not one of the first's.
+  Verdict other = MakeVerdict(kDevice, DType::kF32, 64, 64, 128, {"wide"});
+  ASSERT_TRUE(this->store_->PutVerdict(other).ok());
+  ASSERT_NO_FATAL_FAILURE(this->Reopen());
+
+  // Get serves the bucket's own; the listing of the bucket holds all three.
+  absl::StatusOr<Verdict> got = this->store_->GetVerdict(kDevice, DType::kF32, put[0].bucket);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectSameVerdict(put[0], *got);
+  VerdictFilter filter;
+  filter.bucket = put[0].bucket;
+  absl::StatusOr<std::vector<Verdict>> listed = this->store_->ListVerdicts(kDevice, filter);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 3u);
+  for (const Verdict& want : put) {
+    bool found = false;
+    for (const Verdict& v : *listed) {
+      if (v.scope == want.scope) {
+        ExpectSameVerdict(want, v);
+        found = true;
+      }
+    }
+    EXPECT_TRUE(found) << "scope \"" << want.scope.ToString() << "\"";
+  }
+  absl::StatusOr<std::optional<Verdict>> loaded =
+      LoadBucketVerdicts(*this->store_, kDevice, BucketKey{DType::kF32, put[0].bucket});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_TRUE((*loaded)->scope.whole());
+  EXPECT_EQ((*loaded)->scoped.size(), 2u);
+}
+
+TYPED_TEST(VerdictStoreContractTest, InvalidatingABucketRemovesItsRefinementsAndHalves) {
+  for (const Verdict& v : BucketWithScopedVerdicts(kDevice)) {
+    ASSERT_TRUE(this->store_->PutVerdict(v).ok());
+  }
+  Verdict other = MakeVerdict(kDevice, DType::kF32, 64, 64, 128, {"wide"});
+  ASSERT_TRUE(this->store_->PutVerdict(other).ok());
+  InvalidateScope scope;
+  scope.bucket = BucketFor(64, 64, 64);
+  absl::StatusOr<int> removed = this->store_->Invalidate(kDevice, scope);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 3);
+  const std::vector<std::pair<DType, Bucket>> want = {{DType::kF32, other.bucket}};
+  EXPECT_EQ(this->RemainingOn(kDevice), want);
+}
+
 TYPED_TEST(VerdictStoreContractTest, InvalidateByCandidateRemovesOnlyVerdictsThatRacedIt) {
   ASSERT_NO_FATAL_FAILURE(this->PutFixtureVerdicts());
   InvalidateScope scope;

@@ -177,6 +177,14 @@ TEST(DaemonLimitsTest, NegativeNoiseFloorIsRefusedAtStart) {
   EXPECT_NE(daemon.status().message().find("noise-floor"), std::string::npos) << daemon.status();
 }
 
+TEST(DaemonLimitsTest, NegativeRefineThresholdIsRefusedAtStart) {
+  DaemonOptions options = InProcessOptions();
+  options.arbiter.refine.hot_after = -1;
+  auto daemon = Daemon::Create(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(daemon.status().message().find("refine-after"), std::string::npos) << daemon.status();
+}
+
 // The value of `series` (exact name and labels) in a scrape; -1 when absent.
 double SeriesValue(const std::string& scrape, const std::string& series) {
   const size_t at = scrape.find("\n" + series + " ");

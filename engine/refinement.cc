@@ -1,0 +1,124 @@
+#include "engine/refinement.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace arbiter {
+
+namespace {
+
+const CandidateResult* Timed(const Verdict& v, const std::string& name) {
+  const CandidateResult* r = v.Result(name);
+  return r != nullptr && r->timed() ? r : nullptr;
+}
+
+int64_t DimOf(const Problem& p, char dim) { return dim == 'm' ? p.m : dim == 'n' ? p.n : p.k; }
+
+const DimClass& ClassOf(const Bucket& b, char dim) {
+  return dim == 'm' ? b.m : dim == 'n' ? b.n : b.k;
+}
+
+// Whether (lo, hi] holds a value whose alignment class is `align`: a multiple of
+// `align` that, below 8, is not a multiple of 2 * align.
+bool HoldsClass(int64_t lo, int64_t hi, int align) {
+  for (int64_t v = (lo / align + 1) * align; v <= hi; v += align) {
+    if (align == 8 || v % (2 * align) != 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> Leaders(const Verdict& v, const RefineOptions& options) {
+  std::vector<const CandidateResult*> timed;
+  for (const CandidateResult& r : v.results) {
+    if (r.timed()) timed.push_back(&r);
+  }
+  std::stable_sort(timed.begin(), timed.end(), [](auto* x, auto* y) {
+    return x->median_seconds < y->median_seconds;
+  });
+  std::vector<std::string> out;
+  auto add = [&](const std::string& name) {
+    if (static_cast<int>(out.size()) < std::max(options.max_leaders, 1) &&
+        std::find(out.begin(), out.end(), name) == out.end()) {
+      out.push_back(name);
+    }
+  };
+  const CandidateResult* winner = Timed(v, v.winner);
+  if (winner != nullptr) add(winner->name);
+  // The fastest meeting each stricter level: what a request requiring it is served.
+  for (Determinism level : {Determinism::kRunToRun, Determinism::kBatchInvariant}) {
+    for (const CandidateResult* r : timed) {
+      if (r->determinism >= level) {
+        add(r->name);
+        break;
+      }
+    }
+  }
+  const double bound =
+      (winner != nullptr ? winner->median_seconds
+                         : (timed.empty() ? 0 : timed.front()->median_seconds)) *
+      (1 + options.leader_margin);
+  for (const CandidateResult* r : timed) {
+    if (r->median_seconds <= bound) add(r->name);
+  }
+  return out;
+}
+
+const Verdict* RefinementOf(const Verdict& bucket_verdict, const Problem& p) {
+  for (const Verdict& s : bucket_verdict.scoped) {
+    if (s.scope.kind == VerdictScope::Kind::kShape && s.scope.Contains(p)) return &s;
+  }
+  return nullptr;
+}
+
+bool IsSplit(const Verdict& bucket_verdict) {
+  return std::any_of(bucket_verdict.scoped.begin(), bucket_verdict.scoped.end(),
+                     [](const Verdict& s) { return s.scope.kind == VerdictScope::Kind::kHalf; });
+}
+
+const Verdict* MostSpecific(const Verdict& bucket_verdict, const Problem& p) {
+  if (const Verdict* exact = RefinementOf(bucket_verdict, p)) return exact;
+  for (const Verdict& s : bucket_verdict.scoped) {
+    if (s.scope.kind == VerdictScope::Kind::kHalf && s.scope.Contains(p)) return &s;
+  }
+  return &bucket_verdict;
+}
+
+std::optional<std::pair<VerdictScope, VerdictScope>> SplitBetween(const Bucket& bucket,
+                                                                  const Problem& measured,
+                                                                  const Problem& refined) {
+  std::optional<std::pair<VerdictScope, VerdictScope>> best;
+  double best_ratio = 0;
+  for (char dim : {'m', 'n', 'k'}) {
+    const DimClass& c = ClassOf(bucket, dim);
+    if (c.log2_ceil < 2) continue;  // (1,2] and [1,1] hold one value
+    const int64_t lo = int64_t{1} << (c.log2_ceil - 1);
+    const int64_t hi = int64_t{1} << c.log2_ceil;
+    const int64_t mid = lo + lo / 2;  // the half-octave: 3 * 2^(i-2)
+    const int64_t a = DimOf(measured, dim), b = DimOf(refined, dim);
+    if ((a <= mid) == (b <= mid)) continue;
+    if (!HoldsClass(lo, mid, c.align) || !HoldsClass(mid, hi, c.align)) continue;
+    const double ratio = std::abs(std::log(static_cast<double>(a) / static_cast<double>(b)));
+    if (!best || ratio > best_ratio) {
+      best = std::make_pair(VerdictScope::Half(dim, lo, mid), VerdictScope::Half(dim, mid, hi));
+      best_ratio = ratio;
+    }
+  }
+  return best;
+}
+
+Transfer TransferOf(const Verdict& v, const std::string& bucket_winner) {
+  Transfer t;
+  t.bucket_winner = bucket_winner;
+  if (const CandidateResult* w = Timed(v, bucket_winner)) t.bucket_winner_seconds = w->median_seconds;
+  for (const CandidateResult& r : v.results) {
+    if (r.timed() && (t.best.empty() || r.median_seconds < t.best_seconds)) {
+      t.best = r.name;
+      t.best_seconds = r.median_seconds;
+    }
+  }
+  return t;
+}
+
+}  // namespace arbiter

@@ -1,0 +1,132 @@
+#include "engine/refinement.h"
+
+#include <algorithm>
+
+#include "gtest/gtest.h"
+
+namespace arbiter {
+namespace {
+
+CandidateResult TimedResult(const std::string& name, double seconds,
+                            Determinism d = Determinism::kNondeterministic) {
+  CandidateResult r;
+  r.name = name;
+  r.version = 1;
+  r.determinism = d;
+  r.state = ResultState::kTimed;
+  r.median_seconds = seconds;
+  r.spread = 0.01;
+  r.samples = 5;
+  return r;
+}
+
+Verdict BucketVerdict(std::vector<CandidateResult> results, const std::string& winner) {
+  Verdict v;
+  v.dtype = DType::kF32;
+  v.measured = Problem{DType::kF32, 64, 64, 64};
+  v.bucket = BucketOf(v.measured);
+  v.results = std::move(results);
+  v.winner = winner;
+  v.winner_version = 1;
+  v.source = VerdictSource::kMeasured;
+  return v;
+}
+
+TEST(RefinementTest, LeadersAreTheWinnerAndThoseWithinTheMarginNeverTheFailedOrSlow) {
+  CandidateResult failed;
+  failed.name = "wrong";
+  failed.state = ResultState::kFailedOracle;
+  const Verdict v = BucketVerdict({TimedResult("slow", 30e-6), TimedResult("win", 10e-6),
+                                   TimedResult("close", 11e-6), failed},
+                                  "win");
+  RefineOptions options;
+  options.leader_margin = 0.25;
+  const std::vector<std::string> leaders = Leaders(v, options);
+  EXPECT_EQ(leaders, (std::vector<std::string>{"win", "close"}));
+}
+
+TEST(RefinementTest, LeadersKeepTheFastestOfEachDeterminismLevelUnderTheCap) {
+  const Verdict v = BucketVerdict(
+      {TimedResult("win", 10e-6), TimedResult("a", 10.5e-6), TimedResult("b", 10.6e-6),
+       TimedResult("c", 10.7e-6), TimedResult("strict", 40e-6, Determinism::kBatchInvariant)},
+      "win");
+  RefineOptions options;
+  options.max_leaders = 3;
+  const std::vector<std::string> leaders = Leaders(v, options);
+  ASSERT_EQ(leaders.size(), 3u);
+  EXPECT_EQ(leaders[0], "win");
+  // Far slower, but the only one a batch_invariant request can be served.
+  EXPECT_NE(std::find(leaders.begin(), leaders.end(), "strict"), leaders.end());
+}
+
+TEST(RefinementTest, TheMostSpecificVerdictServesAShape) {
+  Verdict v = BucketVerdict({TimedResult("win", 10e-6)}, "win");
+  Verdict exact = v;
+  exact.scope = VerdictScope::Shape(Problem{DType::kF32, 40, 48, 56});
+  exact.winner = "exact";
+  Verdict low = v, high = v;
+  low.scope = VerdictScope::Half('m', 32, 48);
+  low.winner = "low";
+  high.scope = VerdictScope::Half('m', 48, 64);
+  high.winner = "high";
+  v.scoped = {exact, low, high};
+  EXPECT_EQ(MostSpecific(v, Problem{DType::kF32, 40, 48, 56})->winner, "exact");
+  EXPECT_EQ(MostSpecific(v, Problem{DType::kF32, 40, 48, 64})->winner, "low");
+  EXPECT_EQ(MostSpecific(v, Problem{DType::kF32, 48, 48, 56})->winner, "low");  // (32,48]
+  EXPECT_EQ(MostSpecific(v, Problem{DType::kF32, 56, 48, 56})->winner, "high");
+  v.scoped = {exact};
+  EXPECT_EQ(MostSpecific(v, Problem{DType::kF32, 56, 48, 56})->winner, "win");
+  EXPECT_TRUE(RefinementOf(v, Problem{DType::kF32, 40, 48, 56}) != nullptr);
+  EXPECT_FALSE(IsSplit(v));
+}
+
+TEST(RefinementTest, EveryShapeOfASplitBucketIsInExactlyOneHalf) {
+  const Problem measured{DType::kF32, 64, 64, 64};
+  const Problem refined{DType::kF32, 40, 56, 64};  // m differs more than n
+  const Bucket b = BucketOf(measured);
+  const auto halves = SplitBetween(b, measured, refined);
+  ASSERT_TRUE(halves.has_value());
+  EXPECT_EQ(halves->first.dim, 'm');
+  EXPECT_TRUE(halves->first.Contains(refined));
+  EXPECT_TRUE(halves->second.Contains(measured));
+  for (int64_t m = 33; m <= 64; ++m) {
+    const Problem p{DType::kF32, m, 64, 64};
+    if (BucketOf(p) != b) continue;
+    EXPECT_NE(halves->first.Contains(p), halves->second.Contains(p)) << m;
+  }
+}
+
+TEST(RefinementTest, NoSplitWhereNoDimensionSeparatesTheShapesOrAHalfWouldBeEmpty) {
+  const Problem measured{DType::kF32, 64, 64, 64};
+  // Same half-octave on every dimension: (48, 64].
+  EXPECT_FALSE(SplitBetween(BucketOf(measured), measured, Problem{DType::kF32, 56, 56, 56}));
+  // (4, 8] at alignment 8 holds only 8: nothing to split.
+  const Problem tiny{DType::kF32, 8, 8, 8};
+  EXPECT_FALSE(SplitBetween(BucketOf(tiny), tiny, tiny));
+}
+
+TEST(RefinementTest, TransferComparesTheBucketWinnerWithTheBestAtTheShape) {
+  Verdict refined = BucketVerdict({TimedResult("bucket_win", 11.3e-6), TimedResult("local", 10e-6)},
+                                  "local");
+  const Transfer t = TransferOf(refined, "bucket_win");
+  EXPECT_EQ(t.best, "local");
+  EXPECT_NEAR(t.regret(), 1.13, 1e-9);
+  EXPECT_EQ(TransferOf(refined, "absent").regret(), 0.0);  // not timed there: unknown
+}
+
+TEST(RefinementTest, ScopesRoundTripThroughTheirText) {
+  for (const VerdictScope& s : {VerdictScope{}, VerdictScope::Shape(Problem{DType::kF32, 40, 48, 56}),
+                                VerdictScope::Half('k', 2048, 3072)}) {
+    const std::optional<VerdictScope> back = VerdictScope::Parse(s.ToString());
+    ASSERT_TRUE(back.has_value()) << s.ToString();
+    EXPECT_EQ(*back, s) << s.ToString();
+  }
+  EXPECT_EQ(VerdictScope::Shape(Problem{DType::kF32, 40, 48, 56}).ToString(), "40x48x56");
+  EXPECT_EQ(VerdictScope::Half('k', 2048, 3072).ToString(), "k(2048,3072]");
+  for (const char* bad : {"40x48", "x(1,2]", "m(4,2]", "40x48x0", "m(1,2"}) {
+    EXPECT_FALSE(VerdictScope::Parse(bad).has_value()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace arbiter
