@@ -4,8 +4,10 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <thread>
 
+#include "engine/refinement.h"
 #include "gtest/gtest.h"
 #include "tests/engine/fake_engine.h"
 
@@ -253,6 +255,127 @@ TEST_F(TunerTest, ShutdownDropsTheQueueAndStopsTheRunningMeasurementAtItsNextChe
   EXPECT_FALSE(Stored(p_));
 }
 
+// Refinements are jobs of the one measuring thread too: a background one waits
+// behind every other job, is apart from its bucket's job, and is dropped at shutdown.
+class TunerRefinementTest : public TunerTest {
+ protected:
+  // "fast" wins p_'s bucket; "vendor" is the tier default. Every kernel run is
+  // recorded in `runs_`; a kernel at `blocker_` waits at the gate.
+  void StartMeasured() {
+    std::vector<CandidateSpec> c;
+    c.push_back(FakeCandidate("fast", 1, Recorded(TimedKernel(10e-6))));
+    c.push_back(FakeCandidate("vendor", 3, Recorded(TimedKernel(100e-6))));
+    Start(std::move(c));
+    ASSERT_TRUE(tuner_->MeasureOnce(p_).ok());
+    runs_->clear();
+  }
+  KernelFn Recorded(KernelFn run) {
+    return [this, run](const GemmArgs& a) {
+      {
+        std::lock_guard lock(runs_mu_);
+        runs_->push_back(a.problem);
+      }
+      if (a.problem == blocker_) gate_->Pass();
+      return run(a);
+    };
+  }
+  // Where `p` first ran among the recorded runs (-1: never).
+  int FirstRun(const Problem& p) {
+    std::lock_guard lock(runs_mu_);
+    for (size_t i = 0; i < runs_->size(); ++i) {
+      if ((*runs_)[i] == p) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  const Verdict* Refinement(const std::optional<Verdict>& bucket, const Problem& p) {
+    return bucket ? RefinementOf(*bucket, p) : nullptr;
+  }
+
+  std::mutex runs_mu_;
+  std::shared_ptr<std::vector<Problem>> runs_ = std::make_shared<std::vector<Problem>>();
+  const Problem blocker_{DType::kF32, 8, 8, 8};  // another bucket
+  const Problem shape_{DType::kF32, 32, 48, 56};       // p_'s bucket, another shape
+};
+
+TEST_F(TunerRefinementTest, ABackgroundRefinementRunsAfterEveryOtherQueuedMeasurement) {
+  ASSERT_NO_FATAL_FAILURE(StartMeasured());
+  auto blocking = MeasureInBackground(blocker_);
+  gate_->WaitEntered();  // the measuring thread is busy
+  tuner_->EnqueueRefinement(shape_);
+  const Problem later{DType::kF32, 16, 16, 16};
+  ASSERT_TRUE(tuner_->Enqueue(later).ok());  // queued after the refinement
+  // The refinement and its bucket's job are apart: the bucket's joins neither.
+  ASSERT_TRUE(tuner_->Enqueue(shape_).ok());
+  EXPECT_EQ(tuner_->queued(), 4u);
+
+  gate_->Open();
+  EXPECT_TRUE(blocking.get().ok());
+  tuner_->WaitIdle();
+  ASSERT_GE(FirstRun(shape_), 0) << "the refinement never ran";
+  ASSERT_GE(FirstRun(later), 0);
+  EXPECT_LT(FirstRun(later), FirstRun(shape_)) << "the refinement ran before a bucket's measurement";
+  absl::StatusOr<std::optional<Verdict>> bucket = tuner_->LoadBucket(BucketKeyOf(p_));
+  ASSERT_TRUE(bucket.ok()) << bucket.status();
+  const Verdict* refined = Refinement(*bucket, shape_);
+  ASSERT_NE(refined, nullptr) << "the refinement was not stored";
+  EXPECT_EQ(refined->measured, shape_);
+  EXPECT_EQ((*bucket)->measured, p_) << "the bucket's background job measured it again";
+}
+
+TEST_F(TunerRefinementTest, ShutdownDropsAQueuedRefinement) {
+  ASSERT_NO_FATAL_FAILURE(StartMeasured());
+  auto blocking = MeasureInBackground(blocker_);
+  gate_->WaitEntered();
+  tuner_->EnqueueRefinement(shape_);
+  ASSERT_EQ(tuner_->queued(), 2u);
+
+  tuner_->Shutdown();
+  EXPECT_EQ(tuner_->queued(), 1u);  // only the running measurement is left
+  tuner_->EnqueueRefinement(shape_);  // refused once shutting down
+  EXPECT_EQ(tuner_->queued(), 1u);
+  gate_->Open();
+  blocking.get();
+  EXPECT_TRUE(tuner_->WaitStopped(std::chrono::steady_clock::now() + std::chrono::seconds(30)));
+  EXPECT_EQ(FirstRun(shape_), -1);
+}
+
+TEST_F(TunerRefinementTest, BackgroundRefinementsAreBoundedApartFromTheQueue) {
+  options_.max_queued = 2;
+  options_.max_queued_refinements = 1;
+  ASSERT_NO_FATAL_FAILURE(StartMeasured());
+  auto blocking = MeasureInBackground(blocker_);
+  gate_->WaitEntered();
+  tuner_->EnqueueRefinement(shape_);
+  tuner_->EnqueueRefinement(Problem{DType::kF32, 24, 48, 56});  // past the bound: dropped
+  EXPECT_EQ(tuner_->queued(), 2u);
+  // Refinements do not take the places of buckets with no verdict.
+  EXPECT_TRUE(tuner_->Enqueue(Problem{DType::kF32, 16, 16, 16}).ok());
+  gate_->Open();
+  blocking.get();
+  tuner_->WaitIdle();
+  EXPECT_GE(FirstRun(shape_), 0);
+  EXPECT_EQ(FirstRun(Problem{DType::kF32, 24, 48, 56}), -1);
+}
+
+TEST_F(TunerRefinementTest, ARefinementNobodyWaitsForAnyMoreIsDropped) {
+  ASSERT_NO_FATAL_FAILURE(StartMeasured());
+  auto blocking = MeasureInBackground(blocker_);
+  gate_->WaitEntered();
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  auto tune = std::async(std::launch::async, [this, gone] {
+    return tuner_->Refine(shape_, Leaving(gone), MeasureCall{.remeasure = true});
+  });
+  ASSERT_TRUE(Eventually([&] { return tuner_->queued() == 2; }));
+  gone->store(true);
+  ASSERT_TRUE(Ready(tune));
+  EXPECT_EQ(tune.get().status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(tuner_->queued(), 1u);
+  gate_->Open();
+  blocking.get();
+  tuner_->WaitIdle();
+  EXPECT_EQ(FirstRun(shape_), -1);
+}
+
 class TunerFaultTest : public TunerTest {
  protected:
   void SetUp() override {
@@ -336,6 +459,36 @@ TEST_F(TunerFaultTest, ADeviceFaultStopsTheMeasurementAndTheJournalNamesTheCandi
   const std::optional<Intent> left = Leftover();
   ASSERT_TRUE(left.has_value());
   EXPECT_EQ(left->candidate, "faults");
+  EXPECT_NE(left->cause.find("device fault"), std::string::npos) << left->cause;
+}
+
+TEST_F(TunerFaultTest, ARefinementNamesItsShapeInTheJournalBeforeEachLaunch) {
+  const Problem shape{DType::kF32, 32, 48, 56};  // p_'s bucket, another shape
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("vendor", 3, TimedKernel(100e-6)));
+  c.push_back(FakeCandidate("faults_there", 1, [this, shape](const GemmArgs& a) {
+    if (a.problem == shape) {
+      engine_.backend.SetHealth(absl::InternalError("sticky device error: illegal address"));
+      return absl::InternalError("illegal address");
+    }
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    static_cast<FakeStream*>(a.stream)->Advance(1e-6);
+    return absl::OkStatus();
+  }));
+  Start(std::move(c));
+  absl::StatusOr<Verdict> bucket = tuner_->MeasureOnce(p_);
+  ASSERT_TRUE(bucket.ok()) << bucket.status();
+  ASSERT_EQ(bucket->winner, "faults_there");
+
+  const absl::StatusOr<Verdict> refined =
+      tuner_->Refine(shape, {}, MeasureCall{.remeasure = true});
+  EXPECT_EQ(refined.status().code(), absl::StatusCode::kUnavailable) << refined.status();
+  std::future<absl::Status> fault = faults_->get_future();
+  ASSERT_TRUE(Ready(fault));
+  const std::optional<Intent> left = Leftover();
+  ASSERT_TRUE(left.has_value());
+  EXPECT_EQ(left->candidate, "faults_there");
+  EXPECT_EQ(left->problem, shape);
   EXPECT_NE(left->cause.find("device fault"), std::string::npos) << left->cause;
 }
 
