@@ -122,7 +122,8 @@ void* Workspace(size_t bytes) {
 }
 
 // A candidate's launch: cudaErrorInvalidValue means "not built for this
-// shape or dtype" (a skinny_stream config) and skips it; any other error exits.
+// shape or dtype" (a skinny_stream config) and skips it; any other launch
+// error fails the candidate at that shape.
 using RunFn = std::function<cudaError_t(k::LaunchArgs&, cudaStream_t)>;
 
 struct Candidate {
@@ -255,7 +256,16 @@ class Bench {
         out.push_back(Verdict::kNotBuilt);
         continue;
       }
-      CUDA_CHECK(err);
+      if (err != cudaSuccess) {
+        // A launch the device refused (say, a cluster that does not fit) fails
+        // this candidate; the rest of the run goes on.
+        ++failures_;
+        std::printf("FAIL %-18s %-10s %-4s launch: %s\n", ShapeText(s).c_str(),
+                    cand.name.c_str(), gc::Name(dtype), cudaGetErrorName(err));
+        cudaGetLastError();
+        out.push_back(Verdict::kFail);
+        continue;
+      }
       CUDA_CHECK(cudaGetLastError());
       CUDA_CHECK(cudaMemsetAsync(buf_.check, 0, sizeof(gc::CheckResult), stream_));
       CUDA_CHECK(cudaMemsetAsync(&buf_.check->first_bad, 0xff, sizeof(unsigned long long),
