@@ -47,6 +47,35 @@ TEST(WorkDeadlineTest, CallWithoutADeadlineGivesTheEngineNone) {
   EXPECT_EQ(WorkDeadline(t), t);
 }
 
+// The reply bytes MatmulOnWire sends parse as the MatmulResponse a client expects.
+std::string Wire(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string wire;
+  for (const grpc::Slice& s : slices) wire.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return wire;
+}
+
+TEST(MatmulReplyBytesTest, ParseAsTheResponseWithCInPlace) {
+  v1::MatmulResponse fields;
+  fields.set_candidate("mma_tiled");
+  fields.set_candidate_version(3);
+  fields.set_source(v1::VERDICT_SOURCE_MEASURED);
+  fields.set_device_seconds(1.5e-4);
+  fields.set_bucket("f32 m:64-127 n:256 k:256");
+  std::string c(70000, '\0');  // a length of three varint bytes
+  for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<char>(i * 7);
+  v1::MatmulResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(Wire(MatmulReplyBytes(fields, grpc::Slice(c)))));
+  v1::MatmulResponse expected = fields;
+  expected.set_c(c);
+  EXPECT_EQ(parsed.SerializeAsString(), expected.SerializeAsString());
+
+  ASSERT_TRUE(parsed.ParseFromString(Wire(MatmulReplyBytes(fields, grpc::Slice()))));
+  EXPECT_TRUE(parsed.c().empty());
+  EXPECT_EQ(parsed.candidate(), "mma_tiled");
+}
+
 class DispatchDeadlineTest : public ::testing::Test {
  protected:
   void SetUp() override {
