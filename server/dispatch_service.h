@@ -17,8 +17,15 @@
 // it. The bytes are exactly a MatmulResponse's; clients see no difference.
 //
 // Callers: a call carrying "arbiter-session" metadata is that session's peer
-// (fd_socket.h); regions need one. Without it a TCP caller is its connection's
-// address, and a caller over the Unix socket must open a session first.
+// (fd_socket.h); regions need one. Without it a TCP caller is its host (the
+// connection's address without the port), and a caller over the Unix socket
+// must open a session first. Resident tensors of a TCP caller are therefore
+// the host's: gRPC tells the daemon nothing when a connection closes, and a
+// reconnect comes from a new port, so tensors owned by a connection would be
+// stranded, held until the daemon stops. Any connection from that host names,
+// lists and releases them; they stay until ReleaseTensor, bounded by the
+// per-peer quota (--max-tensors-per-peer, counted per host) and
+// --max-resident-bytes.
 //
 // Does not own the Arbiter, the FdSocket or the Metrics, which must outlive it.
 // Thread-safe: the Arbiter, FdSocket and Metrics synchronize themselves; the
@@ -109,6 +116,10 @@ class DispatchService final : public v1::Dispatch::Service {
 // unset for a call without one (gRPC reports that as time_point::max()).
 std::optional<std::chrono::system_clock::time_point> WorkDeadline(
     std::chrono::system_clock::time_point rpc_deadline);
+
+// The owner of a TCP caller's tensors: gRPC's peer text without the port
+// ("ipv4:10.0.0.7:53122" -> "ipv4:10.0.0.7"); other peers unchanged.
+std::string PeerHost(std::string_view grpc_peer);
 
 // INVALID_ARGUMENT "a: expected 16384 bytes (m*k*size = 64*64*4), got 100", or OK.
 // `operand` is "a" (m x k) or "b" (k x n).

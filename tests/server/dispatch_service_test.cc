@@ -47,6 +47,13 @@ TEST(WorkDeadlineTest, CallWithoutADeadlineGivesTheEngineNone) {
   EXPECT_EQ(WorkDeadline(t), t);
 }
 
+TEST(PeerHostTest, ATcpCallerIsItsAddressWithoutThePort) {
+  EXPECT_EQ(PeerHost("ipv4:10.0.0.7:53122"), "ipv4:10.0.0.7");
+  EXPECT_EQ(PeerHost("ipv6:[::1]:5555"), "ipv6:[::1]");
+  EXPECT_EQ(PeerHost("ipv6:%5B::1%5D:5555"), "ipv6:%5B::1%5D");
+  EXPECT_EQ(PeerHost("unix:/run/arbiter/arbiter.sock"), "unix:/run/arbiter/arbiter.sock");
+}
+
 // The reply bytes MatmulOnWire sends parse as the MatmulResponse a client expects.
 std::string Wire(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;

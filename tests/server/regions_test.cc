@@ -491,5 +491,33 @@ TEST_F(RegionsTest, ATcpClientsTensorsAreNotAnotherClientsAndListingsShowOwners)
   EXPECT_NE(all.tensors(0).owner().address().find("pid " + std::to_string(getpid())), std::string::npos);
 }
 
+
+TEST_F(RegionsTest, ATcpClientsTensorsOutliveItsConnectionAndItsHostUsesAndReleasesThem) {
+  Start();
+  client::ClientOptions options;
+  options.server = "127.0.0.1:" + std::to_string(daemon_->port());
+  options.deadline_seconds = 30;
+  options.own_connection = true;
+  v1::Tensor tensor;
+  {
+    ArbiterClient first(options);
+    ASSERT_TRUE(first.UploadTensor("abcdefgh", 8, "w", &tensor).ok());
+  }  // its connection closes
+  ArbiterClient second(options);  // another connection of the same host: another port
+  v1::ListTensorsResponse mine;
+  ASSERT_TRUE(second.ListTensors(&mine).ok());
+  ASSERT_EQ(mine.tensors_size(), 1) << "the host's tensor is listed on its new connection";
+  EXPECT_EQ(mine.tensors(0).handle(), tensor.handle());
+  v1::MatmulRequest request = Request(1, 2, 1);
+  request.set_a(std::string(4, '\0'));
+  request.mutable_b_ref()->set_tensor(tensor.handle());
+  v1::MatmulResponse response;
+  EXPECT_TRUE(second.Matmul(request, &response).ok());
+  ASSERT_TRUE(second.ReleaseTensor(tensor.handle()).ok());
+  v1::ListTensorsResponse all;
+  ASSERT_TRUE(second.ListAllTensors(&all).ok());  // admin, on loopback
+  EXPECT_EQ(all.tensors_size(), 0) << "released: nothing is left held for the closed connection";
+}
+
 }  // namespace
 }  // namespace arbiter::server
