@@ -16,6 +16,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "backends/cpu/cpu_backend.h"
 #include "engine/registry.h"
 #include "engine/verdict_store.h"
@@ -40,6 +42,23 @@ constexpr const char* kHealthServices[] = {"", "arbiter.v1.Dispatch", "arbiter.v
 // The verdict store's own health entry: NOT_SERVING while it cannot be reached. The
 // daemon itself keeps serving (what it holds), so this is detail, not readiness.
 constexpr const char kStoreHealthService[] = "arbiter.v1.Store";
+// How long past the grace period shutdown waits for gRPC to finish cancelled calls.
+constexpr double kShutdownDrainSeconds = 5;
+
+// What a shutdown left to gRPC's threads (calls it could not finish): kept
+// reachable, so never reported as a leak, and never destroyed.
+struct LeftBehind {
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<AdminService> admin;
+  std::unique_ptr<DispatchService> dispatch;
+  std::unique_ptr<Metrics> metrics;
+};
+void KeepForever(LeftBehind objects) {
+  ABSL_CONST_INIT static absl::Mutex mu(absl::kConstInit);
+  static auto* kept = new std::vector<LeftBehind>;
+  absl::MutexLock lock(&mu);
+  kept->push_back(std::move(objects));
+}
 
 struct BackendAndRegistry {
   std::unique_ptr<Backend> backend;
@@ -463,9 +482,33 @@ void Daemon::Shutdown() {
         std::chrono::system_clock::now() +
         std::chrono::duration_cast<std::chrono::system_clock::duration>(
             std::chrono::duration<double>(options_.shutdown_grace_seconds));
-    server_->Shutdown(deadline);
-    server_->Wait();
-    server_.reset();
+    // gRPC cancels what is left at the deadline but then waits for every call
+    // to be finished by its transport, and a reply that cannot be written - a
+    // client that stopped reading, with the socket's buffer full (a Unix
+    // socket's holds ~200 KB) - is never finished. So the wait is bounded: a
+    // little past the deadline the daemon leaves such calls to the process's
+    // exit. The server, the services and the metrics they may still touch are
+    // kept (never destroyed) then; the store is closed as always.
+    auto stopped = std::make_shared<absl::Notification>();
+    std::thread stopper([server = server_.get(), deadline, stopped] {
+      server->Shutdown(deadline);
+      server->Wait();
+      stopped->Notify();
+    });
+    if (stopped->WaitForNotificationWithDeadline(absl::FromChrono(deadline) +
+                                                 absl::Seconds(kShutdownDrainSeconds))) {
+      stopper.join();
+      server_.reset();
+    } else {
+      spdlog::error("shutting down: calls still unfinished {} s after the grace period (replies "
+                    "to clients that stopped reading); exiting without them",
+                    kShutdownDrainSeconds);
+      stopper.detach();
+      left_calls_behind_ = true;
+      if (metrics_ != nullptr) metrics_->SetStateProbe(nullptr);
+      KeepForever(LeftBehind{std::move(server_), std::move(admin_), std::move(dispatch_),
+                             std::move(metrics_)});
+    }
   }
   admin_.reset();
   dispatch_.reset();

@@ -109,8 +109,14 @@ class Daemon {
   // The fd socket's path (the first Unix listener's path + ".fd"); empty without one.
   std::string fd_socket_path() const;
 
-  // NOT_SERVING, then stops the server within the grace period and closes the store.
+  // NOT_SERVING, then stops the server within the grace period and closes the
+  // store. Returns at most a few seconds past the grace period even when gRPC
+  // cannot finish a call (a reply to a client that stopped reading): such calls
+  // are left behind (left_calls_behind()), with what they may touch kept.
   void Shutdown();
+  // Shutdown left calls behind: gRPC's threads still hold them, so the process
+  // should end without tearing gRPC down (std::_Exit after flushing its logs).
+  bool left_calls_behind() const { return left_calls_behind_; }
 
  private:
   explicit Daemon(const DaemonOptions& options);
@@ -130,6 +136,7 @@ class Daemon {
   int port_ = 0;
   std::vector<std::string> listeners_;  // --listen, split
   std::thread health_watcher_;
+  bool left_calls_behind_ = false;  // set by Shutdown
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // set once, by Shutdown; wakes the health watcher

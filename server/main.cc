@@ -194,5 +194,10 @@ int main(int argc, char** argv) {
   sigwait(&signals, &signal);
   spdlog::info("received {}, shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
   (*daemon)->Shutdown();
+  if ((*daemon)->left_calls_behind()) {
+    // gRPC's threads still hold those calls: end without tearing gRPC down.
+    spdlog::shutdown();
+    std::_Exit(0);
+  }
   return 0;
 }
