@@ -230,6 +230,22 @@ absl::StatusOr<double> InProcess(BenchDevice& dev, const Problem& p, const std::
   return Summarize(samples).median;
 }
 
+// The accuracy budget `candidate` declares for `dtype` (ListCandidates), which
+// its results are checked against; the client's default when it is not listed.
+v1::AccuracyBudget BudgetOf(client::ArbiterClient& ctl, const std::string& candidate,
+                            v1::DType dtype) {
+  v1::ListCandidatesResponse candidates;
+  if (ctl.ListCandidates(&candidates).ok()) {
+    for (const v1::CandidateInfo& c : candidates.candidates()) {
+      if (c.name() != candidate) continue;
+      for (const v1::MemberContract& member : c.members()) {
+        if (member.dtype() == dtype) return member.accuracy();
+      }
+    }
+  }
+  return client::DefaultBudget(dtype);
+}
+
 // Median latency of `calls` empty RPCs (grpc.health.v1 Check) in a row on `client`.
 absl::StatusOr<double> EmptyRpcP50(client::ArbiterClient& client, int calls) {
   std::vector<double> lat;
@@ -297,8 +313,9 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl,
         status = absl::InternalError(absl::StrCat("read C: ", s.error_message()));
         break;
       }
-      const client::CheckResult check = client::CheckMatmul(
-          req.problem(), ops, c, client::DefaultBudget(req.problem().dtype()), client::CheckOptions{});
+      const client::CheckResult check =
+          client::CheckMatmul(req.problem(), ops, c, BudgetOf(ctl, resp.candidate(), req.problem().dtype()),
+                              client::CheckOptions{});
       if (!check.passed()) {
         status = absl::DataLossError(absl::StrCat("zero-copy Matmul ", p.ToString(), " by ",
                                                   resp.candidate(), ": C is wrong: ", check.first_failure));
@@ -418,6 +435,17 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
         }
       }
       ASSIGN_OR_RETURN(const StageTotals after, ScrapeStages(metrics_port));
+      {  // The reply's C, sampled against the reference: a fast wrong answer is no answer.
+        const client::Operands ops{std::string(a.begin(), a.end()), std::string(b.begin(), b.end())};
+        const client::CheckResult check =
+            client::CheckMatmul(req.problem(), ops, resp.c(),
+                                BudgetOf(ctl, resp.candidate(), req.problem().dtype()),
+                                client::CheckOptions{});
+        if (!check.passed()) {
+          return absl::DataLossError(absl::StrCat("Matmul ", p.ToString(), " by ", resp.candidate(),
+                                                  " on ", t.name, ": C is wrong: ", check.first_failure));
+        }
+      }
       ASSIGN_OR_RETURN(double local, InProcess(dev, p, resp.candidate(), a, b, o.matmul_repeats));
       const double e = Summarize(e2e).median;
       std::vector<std::string> row = {t.name, "bytes", DTypeName(p.dtype), absl::StrCat(n),
