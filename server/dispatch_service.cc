@@ -24,12 +24,6 @@ std::optional<std::chrono::system_clock::time_point> WorkDeadline(
   return rpc_deadline;
 }
 
-std::string PeerHost(std::string_view grpc_peer) {
-  if (!grpc_peer.starts_with("ipv4:") && !grpc_peer.starts_with("ipv6:")) return std::string(grpc_peer);
-  const size_t colon = grpc_peer.rfind(':');
-  return std::string(grpc_peer.substr(0, colon));
-}
-
 absl::Status CheckOperandBytes(std::string_view operand, const Problem& p, size_t got) {
   const bool is_a = operand == "a";
   const size_t expected = is_a ? p.a_bytes() : p.b_bytes();

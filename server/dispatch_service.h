@@ -119,10 +119,6 @@ class DispatchService final : public v1::Dispatch::Service {
 std::optional<std::chrono::system_clock::time_point> WorkDeadline(
     std::chrono::system_clock::time_point rpc_deadline);
 
-// The owner of a TCP caller's tensors: gRPC's peer text without the port
-// ("ipv4:10.0.0.7:53122" -> "ipv4:10.0.0.7"); other peers unchanged.
-std::string PeerHost(std::string_view grpc_peer);
-
 // INVALID_ARGUMENT "a: expected 16384 bytes (m*k*size = 64*64*4), got 100", or OK.
 // `operand` is "a" (m x k) or "b" (k x n).
 absl::Status CheckOperandBytes(std::string_view operand, const Problem& p, size_t got);

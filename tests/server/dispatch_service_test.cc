@@ -4,6 +4,7 @@
 // over gRPC in process, on the fake engine backend with a gated kernel holding
 // the only stream, so what waits and what runs is decided by the test.
 #include "server/dispatch_service.h"
+#include "server/grpc_call.h"
 
 #include <chrono>
 #include <condition_variable>
