@@ -7,9 +7,9 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstring>
 
+#include "backends/cuda/cuda_uuid.h"
 #include "client/device_operands.h"
 
 namespace arbiter::client {
@@ -26,16 +26,6 @@ grpc::Status CudaError(const char* call, cudaError_t err) {
     if (const cudaError_t err_ = (call); err_ != cudaSuccess) return CudaError(#call, err_); \
   } while (0)
 
-std::string UuidText(const cudaUUID_t& uuid) {
-  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
-  char text[64];
-  std::snprintf(text, sizeof(text),
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
-  return text;
-}
-
 // The device whose UUID is `uuid`; device 0 when `uuid` is empty.
 grpc::Status FindDevice(const std::string& uuid, int* device) {
   int count = 0;
@@ -43,7 +33,7 @@ grpc::Status FindDevice(const std::string& uuid, int* device) {
   for (int d = 0; d < count; ++d) {
     cudaDeviceProp p{};
     CTL_CUDA(cudaGetDeviceProperties(&p, d));
-    if (uuid.empty() || UuidText(p.uuid) == uuid) {
+    if (uuid.empty() || cuda::UuidText(p.uuid) == uuid) {
       *device = d;
       return grpc::Status::OK;
     }

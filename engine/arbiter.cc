@@ -22,6 +22,10 @@ absl::Status UnknownCandidate(const std::string& candidate) {
   return absl::NotFoundError(absl::StrCat("candidate \"", candidate, "\": unknown"));
 }
 
+// How a quarantine for a candidate that took the daemon down begins: a second
+// such death (in another bucket of the dtype) widens the scope to the dtype.
+constexpr char kDiedMeasuring[] = "arbiterd died while measuring it";
+
 }  // namespace
 
 TuningPolicy EffectivePolicy(TuningPolicy daemon, std::optional<TuningPolicy> request) {
@@ -75,9 +79,21 @@ absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(const ArbiterOptions& o
                                                 *a->verdict_cache_, options.verify_fraction);
   a->regions_ = std::make_unique<RegionTable>(*a->backend_, a->options_.regions);
   a->tensors_ = std::make_unique<TensorTable>(*a->backend_, *a->streams_, a->options_.tensors);
-  a->tuner_ = std::make_unique<Tuner>(TunerOptions{options.measure, options.noise, options.refine}, *a->backend_,
-                                      *a->registry_, *a->store_, *a->node_verdicts_, *a->streams_,
-                                      *a->quarantine_, *a->verdict_cache_);
+  if (!options.tuning_intent_file.empty()) {
+    ASSIGN_OR_RETURN(a->journal_, IntentJournal::Open(options.tuning_intent_file));
+    RETURN_IF_ERROR(a->QuarantineLeftover());
+  }
+  TunerOptions tuner;
+  tuner.measure = options.measure;
+  tuner.noise = options.noise;
+  tuner.refine = options.refine;
+  tuner.max_queued = options.tuning_queue;
+  tuner.max_queued_per_peer = options.tuning_queue_per_peer;
+  tuner.hang_seconds = options.tuning_hang_seconds;
+  tuner.on_fault = options.on_fault;
+  a->tuner_ = std::make_unique<Tuner>(tuner, *a->backend_, *a->registry_, *a->store_,
+                                      *a->node_verdicts_, *a->streams_, *a->quarantine_,
+                                      *a->verdict_cache_, a->journal_.get());
   Arbiter* self = a.get();
   a->subscription_ =
       a->store_->Subscribe([self](const StoreChange& change) { self->OnStoreChange(change); });
@@ -147,6 +163,40 @@ void Arbiter::OnStoreChange(const StoreChange& change) {
   }
   // Selections remembered before this change are never served after it.
   verdict_cache_->Invalidate();
+}
+
+absl::Status Arbiter::QuarantineLeftover() {
+  const std::optional<Intent>& left = journal_->leftover();
+  if (!left) return absl::OkStatus();
+  const BucketKey key = BucketKeyOf(left->problem);
+  const std::string where =
+      absl::StrCat(left->problem.ToString(), " (bucket ", key.ToString(), "), ", left->phase,
+                   " phase, pid ", left->pid);
+  const RegisteredCandidate* c = registry_->Find(left->candidate);
+  if (c == nullptr || c->spec.version != left->version) {
+    spdlog::warn("arbiterd (pid {}) died while measuring {}@v{} on {}; that version is no longer "
+                 "registered, so nothing is quarantined",
+                 left->pid, left->candidate, left->version, where);
+    return journal_->Clear();
+  }
+  // The first death quarantines the bucket; a second, in another bucket of the dtype, the dtype.
+  QuarantineScope scope = QuarantineScope::OfBucket(key);
+  for (const arbiter::Quarantine::Entry& e : quarantine_->EntriesFor(c->spec)) {
+    if (e.record.reason.rfind(kDiedMeasuring, 0) == 0 && e.scope.dtype == key.dtype &&
+        e.scope.bucket && *e.scope.bucket != key.bucket) {
+      scope = QuarantineScope::OfDType(key.dtype);
+    }
+  }
+  const std::string reason = absl::StrCat(
+      kDiedMeasuring, " (", where, "): ",
+      left->cause.empty() ? "it crashed the process, or arbiterd was killed meanwhile (then clear "
+                            "this entry)"
+                          : left->cause,
+      scope.bucket ? "" : "; the second such death in this dtype");
+  spdlog::error("quarantining {}@v{} for {}: {}", c->spec.name, c->spec.version, scope.ToString(),
+                reason);
+  RETURN_IF_ERROR(quarantine_->Add(c->spec.name, c->spec.version, scope, reason));
+  return journal_->Clear();
 }
 
 void Arbiter::set_observer(ArbiterObserver* observer) {
@@ -282,14 +332,22 @@ absl::StatusOr<Selection> Arbiter::Decide(const Problem& p, const SelectOptions&
   absl::StatusOr<Selection> s;
   switch (EffectivePolicy(options_.tuning, options.tuning)) {
     case TuningPolicy::kSync: {
-      MeasureCall call;
-      call.deadline = options.deadline;
-      ASSIGN_OR_RETURN(Verdict v, tuner_->MeasureOnce(p, call));
-      s = SelectFromVerdict(v, p, eligible, options.required, options_.noise);
+      absl::StatusOr<Verdict> v = tuner_->MeasureOnce(p, options.call());
+      if (absl::IsResourceExhausted(v.status())) {
+        s = SelectTierDefault(p, eligible, options.required, VerdictSource::kTierDefault,
+                              absl::StrCat(miss, "; not measured: ", v.status().message()));
+        break;
+      }
+      if (!v.ok()) return v.status();
+      s = SelectFromVerdict(*v, p, eligible, options.required, options_.noise);
       break;
     }
     case TuningPolicy::kAsync:
-      tuner_->Enqueue(p);
+      if (absl::Status queued = tuner_->Enqueue(p, options.peer); !queued.ok()) {
+        s = SelectTierDefault(p, eligible, options.required, VerdictSource::kTierDefault,
+                              absl::StrCat(miss, "; not measured: ", queued.message()));
+        break;
+      }
       s = SelectTierDefault(p, eligible, options.required, VerdictSource::kProvisional,
                             absl::StrCat(miss, "; measuring in the background"));
       break;
@@ -309,7 +367,7 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
   RETURN_IF_ERROR(CheckOperandSizes(p, a_bytes, b_bytes));
   RETURN_IF_ERROR(CheckDeadline(options.deadline, "on arrival"));
   ASSIGN_OR_RETURN(const std::shared_ptr<const Selection> selection, SelectValid(p, options));
-  return dispatcher_->Run(p, *selection, options.deadline, a, b);
+  return dispatcher_->Run(p, *selection, options.call(), a, b);
 }
 
 absl::StatusOr<Operand> Arbiter::Resolve(const Peer& peer, const OperandRef& ref,
@@ -395,14 +453,12 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
   io.wait_event = operands.wait_event;
   RETURN_IF_ERROR(CheckDeadline(options.deadline, "on arrival"));
   ASSIGN_OR_RETURN(const std::shared_ptr<const Selection> selection, SelectValid(p, options));
-  return dispatcher_->Run(p, *selection, options.deadline, io);
+  return dispatcher_->Run(p, *selection, options.call(), io);
 }
 
-absl::StatusOr<Verdict> Arbiter::Tune(const Problem& p) {
+absl::StatusOr<Verdict> Arbiter::Tune(const Problem& p, const CallContext& caller) {
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
-  MeasureCall call;
-  call.remeasure = true;
-  return tuner_->Refine(p, call);
+  return tuner_->Refine(p, caller, MeasureCall{.remeasure = true});
 }
 
 std::vector<CandidateStatus> Arbiter::ListCandidates() const {

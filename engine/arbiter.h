@@ -5,11 +5,14 @@
 // (source provisional) and measures in the background, `off` answers with the
 // tier default. A request may ask for less tuning than the daemon's policy
 // (sync > async > off), never more. One measurement per bucket at a time,
-// however many requests arrive for it. Of a bucket's stored verdicts the most
-// specific serves: a refinement of the exact shape, else the split half holding
-// it, else the bucket's own; a shape served from another shape's figures
-// `refine.hot_after` times is refined in the background (never under `off`);
-// until then its answer is not remembered (SelectionCache), so each use counts.
+// however many requests arrive for it, on the Tuner's one measuring thread; a
+// miss that finds the tuning queue full (or its peer's share of it) is answered
+// with the tier default, source tier_default, saying why. Of a bucket's stored
+// verdicts the most specific serves: a refinement of the exact shape, else the
+// split half holding it, else the bucket's own; a shape served from another
+// shape's figures `refine.hot_after` times is refined in the background, behind
+// every other measurement (never under `off`); until then its answer is not
+// remembered (SelectionCache), so each use counts.
 //
 // The Arbiter is the engine's front door and composes its rooms: the serving
 // policy (selection_policy.h), the Tuner (measurement, background tuning), the
@@ -34,6 +37,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,7 +45,9 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/call_context.h"
 #include "engine/dispatcher.h"
+#include "engine/intent_journal.h"
 #include "engine/forces.h"
 #include "engine/hot_shapes.h"
 #include "engine/measurer.h"
@@ -84,6 +90,16 @@ struct ArbiterOptions {
                                    // an out-of-budget result quarantines the candidate for its bucket
   RegionQuota regions;             // client memory mapped per peer; bytes 0: the device's memory
   TensorLimits tensors;            // resident tensors; max_resident_bytes 0: a quarter of the device's memory
+  size_t tuning_queue = 64;        // buckets queued or being measured; a miss past it is
+                                   // answered with the tier default, a Tune refused
+  size_t tuning_queue_per_peer = 8;  // of those, asked for by one peer
+  double tuning_hang_seconds = 300;  // a candidate under measurement with no progress this long
+                                     // has hung (see on_fault)
+  std::string tuning_intent_file;  // records which candidate runs while measuring, so a restart
+                                   // after a crash quarantines it; empty: none kept
+  // Called when a candidate hung or faulted the device while measured (the engine
+  // cannot go on; the intent file names it). Unset: logged only.
+  std::function<void(const absl::Status&)> on_fault;
 };
 
 // An operand a Matmul names instead of carrying (the wire's OperandRef).
@@ -113,9 +129,16 @@ struct SelectOptions {
   Determinism required = Determinism::kNondeterministic;
   // Unset: the daemon's policy. A request may lower it (sync > async > off), never raise it.
   std::optional<TuningPolicy> tuning;
-  // Dispatch: work not started by then fails DEADLINE_EXCEEDED (checked before selecting
-  // and again once a device stream is held); unset: no deadline.
+  // Work not started by then fails DEADLINE_EXCEEDED (checked before selecting, while
+  // waiting for a measurement or a device stream, and once a stream is held); unset: none.
   Deadline deadline;
+  // True once the client went away (the server wires gRPC's ServerContext::IsCancelled):
+  // its waits end at once with CANCELLED. Unset: never.
+  std::function<bool()> cancelled;
+  // Who asked (address without port): the tuning queue's per-peer limit. Empty: nobody.
+  std::string peer;
+
+  CallContext call() const { return CallContext{deadline, cancelled, peer}; }
 };
 
 // The policy applied to a miss: the request's when it asks for less tuning than the daemon's.
@@ -134,7 +157,7 @@ class Arbiter {
                                                          std::unique_ptr<Backend> backend,
                                                          std::unique_ptr<Registry> registry,
                                                          std::unique_ptr<VerdictStore> store);
-  ~Arbiter();  // waits for background tuning
+  ~Arbiter();  // stops tuning and waits for the measurement in progress
   Arbiter(const Arbiter&) = delete;
   Arbiter& operator=(const Arbiter&) = delete;
 
@@ -165,10 +188,11 @@ class Arbiter {
   RegionTable& regions() { return *regions_; }
   TensorTable& tensors() { return *tensors_; }
 
-  // Measures now: `p`'s own verdict when its bucket has a fresh verdict measured at
-  // another shape (a refinement, Tuner::Refine), else the bucket at `p`'s shape
-  // (re-measuring over a stored verdict).
-  absl::StatusOr<Verdict> Tune(const Problem& p);
+  // Measures now, whatever the tuning policy (an operator's request), while `caller`
+  // waits: `p`'s own verdict when its bucket has a fresh verdict measured at another
+  // shape (a refinement, Tuner::Refine), else the bucket at `p`'s shape (re-measuring
+  // over a stored verdict). RESOURCE_EXHAUSTED when the tuning queue is full.
+  absl::StatusOr<Verdict> Tune(const Problem& p, const CallContext& caller = {});
 
   std::vector<CandidateStatus> ListCandidates() const;
   absl::StatusOr<std::vector<Verdict>> ListVerdicts(const VerdictFilter& filter) const;
@@ -190,8 +214,20 @@ class Arbiter {
   absl::Status Quarantine(const std::string& candidate, const QuarantineScope& scope,
                           const std::string& reason, Reach reach = Reach::kFleet);
 
-  // Waits until no background tuning is running (tests, shutdown).
+  // Waits until no tuning is queued or running (tests).
   void WaitIdle() { tuner_->WaitIdle(); }
+
+  // Shutdown, in steps. StopTuning refuses new measurements, drops the queued ones
+  // and stops the running one at its next checkpoint; returns at once.
+  void StopTuning() { tuner_->Shutdown(); }
+  // Waits for the running measurement to stop, until `deadline`; false when it is
+  // still inside a kernel then.
+  bool WaitTuningStopped(std::chrono::steady_clock::time_point deadline) {
+    return tuner_->WaitStopped(deadline);
+  }
+  // The process exits without waiting for the measurement still running: its
+  // candidate is not blamed on restart. The Arbiter must then not be destroyed.
+  void AbandonTuning() { tuner_->Abandon(); }
 
   const DeviceInfo& device() const { return backend_->info(); }
   // What RegisterRegion can map on this device (Backend::RegionKinds).
@@ -208,6 +244,8 @@ class Arbiter {
   int64_t measurements() const { return tuner_->measurements(); }
   // Dispatches waiting for a device stream now.
   size_t queue_depth() const { return streams_->waiting(); }
+  // Buckets queued or being measured now.
+  size_t tuning_queued() const { return tuner_->queued(); }
 
  private:
   Arbiter(const ArbiterOptions& options, std::unique_ptr<Backend> backend,
@@ -230,6 +268,9 @@ class Arbiter {
   std::optional<Verdict> StoredVerdict(const Problem& p, bool* held);
   // Another daemon (or this one) changed the shared store: drop what it covers.
   void OnStoreChange(const StoreChange& change);
+  // A previous process died measuring (the journal's leftover intent): quarantines
+  // the candidate that was running, then clears the journal.
+  absl::Status QuarantineLeftover();
 
   const ArbiterOptions options_;
   std::unique_ptr<Backend> backend_;
@@ -237,6 +278,7 @@ class Arbiter {
   std::unique_ptr<VerdictStore> store_;
   const std::string fingerprint_;
   ArbiterObserver* observer_ = nullptr;
+  std::unique_ptr<IntentJournal> journal_;  // null without tuning_intent_file
   // The rooms, built by Create in this order and destroyed in reverse: the
   // Tuner's thread stops before anything it borrows goes.
   std::unique_ptr<StreamPool> streams_;

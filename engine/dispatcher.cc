@@ -32,23 +32,23 @@ absl::Status CheckOperandSizes(const Problem& p, size_t a_bytes, size_t b_bytes)
 }
 
 absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection& sel,
-                                               const Deadline& deadline, const void* a,
+                                               const CallContext& caller, const void* a,
                                                const void* b) {
   DispatchIo io;
   io.a = Operand{.host = a, .bytes = p.a_bytes()};
   io.b = Operand{.host = b, .bytes = p.b_bytes()};
-  return Run(p, sel, deadline, io);
+  return Run(p, sel, caller, io);
 }
 
 absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection& sel,
-                                               const Deadline& deadline, const DispatchIo& io) {
+                                               const CallContext& caller, const DispatchIo& io) {
   const CandidateMember* member = sel.member;
   if (member == nullptr) {
     return absl::InternalError(absl::StrCat("selected candidate ", sel.candidate, " has no ",
                                             DTypeName(p.dtype), " entry point"));
   }
-  ASSIGN_OR_RETURN(StreamPool::Lease stream, streams_.Acquire(/*bounded=*/true));
-  RETURN_IF_ERROR(CheckDeadline(deadline, "while selecting or queued for a device stream"));
+  ASSIGN_OR_RETURN(StreamPool::Lease stream, streams_.Acquire(/*bounded=*/true, caller));
+  RETURN_IF_ERROR(CheckDeadline(caller.deadline, "while selecting or queued for a device stream"));
   using Clock = std::chrono::steady_clock;
   auto seconds_since = [](Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();

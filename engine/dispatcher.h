@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/call_context.h"
 #include "engine/observer.h"
 #include "engine/oracle.h"
 #include "engine/problem.h"
@@ -35,8 +36,6 @@
 #include "engine/verdict_cache.h"
 
 namespace arbiter {
-
-using Deadline = std::optional<std::chrono::system_clock::time_point>;
 
 // Host wall time of each stage of one dispatch, for the per-stage breakdown.
 // A stage that did not happen (no copy for an operand already on the device) is 0.
@@ -99,15 +98,15 @@ class Dispatcher {
   void set_observer(ArbiterObserver* observer) { observer_ = observer; }
 
   // Runs `selection` (which names its member) on `p` with host operands `a` and
-  // `b`, whose sizes the caller checked. Not started (DEADLINE_EXCEEDED) when
-  // `deadline` passed while waiting for a stream; RESOURCE_EXHAUSTED when the
-  // queue for streams is full.
+  // `b`, whose sizes the caller checked. Not started - and out of the queue at
+  // once - when `caller` stops waiting for a stream (DEADLINE_EXCEEDED or
+  // CANCELLED); RESOURCE_EXHAUSTED when the queue for streams is full.
   absl::StatusOr<DispatchResult> Run(const Problem& p, const Selection& selection,
-                                     const Deadline& deadline, const void* a, const void* b);
+                                     const CallContext& caller, const void* a, const void* b);
   // The same with operands anywhere (DispatchIo). C written on the device is
   // complete when Run returns: the stream is synchronized first.
   absl::StatusOr<DispatchResult> Run(const Problem& p, const Selection& selection,
-                                     const Deadline& deadline, const DispatchIo& io);
+                                     const CallContext& caller, const DispatchIo& io);
 
  private:
   // Every (1/verify_fraction)-th dispatch: an exact, testable rate.

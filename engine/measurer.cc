@@ -86,6 +86,7 @@ struct Measurer::Operands {
 };
 
 struct Measurer::Entrant {
+  const CandidateSpec* spec = nullptr;
   const CandidateMember* member = nullptr;
   CandidateResult* result = nullptr;
   std::vector<double> samples;  // device seconds, in the order taken
@@ -199,8 +200,9 @@ absl::StatusOr<MeasureReport> Measurer::Race(
   cost.rows_checked = static_cast<int64_t>(ops.rows.size());
 
   report.measurements.reserve(candidates.size());  // entrants point into it
-  std::vector<std::pair<size_t, const CandidateMember*>> passed;
+  std::vector<std::pair<size_t, const RegisteredCandidate*>> passed;
   for (const RegisteredCandidate* rc : candidates) {
+    RETURN_IF_ERROR(Checkpoint());
     if (Cancelled()) return absl::CancelledError(absl::StrCat("measurement of ", p.ToString(), " cancelled"));
     Measurement& meas = report.measurements.emplace_back();
     CandidateResult& r = meas.result;
@@ -214,8 +216,12 @@ absl::StatusOr<MeasureReport> Measurer::Race(
       continue;
     }
     r.determinism = member->contract.determinism;
-    if (PassesOracle(*member, ops, &r, &cost) && HoldsDeterminismClaims(*member, ops, &meas)) {
-      passed.emplace_back(report.measurements.size() - 1, member);
+    Launching(rc->spec, "oracle");
+    if (!PassesOracle(*member, ops, &r, &cost)) continue;
+    RETURN_IF_ERROR(Checkpoint());
+    Launching(rc->spec, "determinism");
+    if (HoldsDeterminismClaims(*member, ops, &meas)) {
+      passed.emplace_back(report.measurements.size() - 1, rc);
     }
   }
   ops.c2.reset();
@@ -223,7 +229,8 @@ absl::StatusOr<MeasureReport> Measurer::Race(
   std::vector<Entrant> entrants(passed.size());
   for (size_t i = 0; i < passed.size(); ++i) {
     entrants[i].result = &report.measurements[passed[i].first].result;
-    entrants[i].member = passed[i].second;
+    entrants[i].spec = &passed[i].second->spec;
+    entrants[i].member = passed[i].second->spec.Member(p.dtype);
   }
   RETURN_IF_ERROR(TimePaired(entrants, ops, &report));
   for (Entrant& e : entrants) {
@@ -345,6 +352,9 @@ bool Measurer::HoldsDeterminismClaims(const CandidateMember& member, Operands& o
 absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands& ops,
                                   MeasureReport* report) {
   if (entrants.empty()) return absl::OkStatus();
+  // The last candidate checked may have faulted the device: seen here, while the
+  // hooks still name it, before the warmup names another.
+  RETURN_IF_ERROR(Checkpoint());
   TuningCost& cost = report->cost;
   const GemmArgs args = ops.Args(stream_);
   const auto cancelled = [&] {
@@ -355,7 +365,9 @@ absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands
     for (int w = 0; w < options_.warmup_runs; ++w) {
       for (Entrant& e : entrants) {
         if (Cancelled()) return cancelled();
-        if (e.active) e.error = e.member->run(args);
+        if (!e.active) continue;
+        Launching(*e.spec, "timing");
+        e.error = e.member->run(args);
         e.active = e.error.ok();
       }
     }
@@ -377,7 +389,9 @@ absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands
     for (size_t j = 0; j < n; ++j) {
       Entrant& e = entrants[(round + j) % n];
       if (!e.active) continue;
+      RETURN_IF_ERROR(Checkpoint());  // the last sample is complete: nothing in flight
       if (Cancelled()) return cancelled();
+      Launching(*e.spec, "timing");
       absl::Status s;
       if (options_.cold_cache) {
         PhaseTimer phase(&cost.flush);

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "engine/backend.h"
@@ -88,10 +89,29 @@ struct MeasureReport {
   double sm_clock_max_mhz = 0;
 };
 
+// What the measurer tells its caller, and asks it, as it goes. Called on the
+// measuring thread.
+class MeasureHooks {
+ public:
+  virtual ~MeasureHooks() = default;
+  // Before the first kernel of `candidate` in `phase` ("oracle", "determinism",
+  // "timing") is launched, and before each of its timed samples. The candidate
+  // named last is the one whose kernels may be running until the next call or
+  // the end of the measurement (the tuning intent journal records it).
+  virtual void Launching(const CandidateSpec& candidate, std::string_view phase) = 0;
+  // Between candidates, between a candidate's phases and before each timed
+  // sample, with no kernel in flight on the stream: a non-OK status stops the
+  // measurement and Race returns it (nothing is recorded). May block (e.g. while
+  // queued dispatches use the stream).
+  virtual absl::Status Checkpoint() = 0;
+};
+
 class Measurer {
  public:
-  Measurer(Backend& backend, Stream& stream, const MeasureOptions& options)
-      : backend_(backend), stream_(stream), options_(options) {}
+  // `hooks` (may be null) must outlive the Measurer.
+  Measurer(Backend& backend, Stream& stream, const MeasureOptions& options,
+           MeasureHooks* hooks = nullptr)
+      : backend_(backend), stream_(stream), options_(options), hooks_(hooks) {}
   Measurer(const Measurer&) = delete;
   Measurer& operator=(const Measurer&) = delete;
 
@@ -120,9 +140,16 @@ class Measurer {
   absl::Status TimePaired(std::vector<Entrant>& entrants, const Operands& ops,
                           MeasureReport* report);
 
+  // MeasureHooks::Launching and ::Checkpoint, when there are hooks.
+  void Launching(const CandidateSpec& candidate, std::string_view phase) {
+    if (hooks_ != nullptr) hooks_->Launching(candidate, phase);
+  }
+  absl::Status Checkpoint() { return hooks_ != nullptr ? hooks_->Checkpoint() : absl::OkStatus(); }
+
   Backend& backend_;
   Stream& stream_;
   MeasureOptions options_;
+  MeasureHooks* hooks_;
 };
 
 // Random operand values, N(0, 0.5^2) rounded to the dtype, never zero. Up to

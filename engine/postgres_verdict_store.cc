@@ -363,10 +363,10 @@ class PostgresVerdictStore::Lease final : public StoreLease {
 };
 
 int64_t PostgresVerdictStore::LeaseKey(const std::string& fingerprint, DType dtype,
-                                       const Bucket& bucket) {
+                                       const Bucket& bucket, const VerdictScope& scope) {
   uint64_t hash = 14695981039346656037ull;  // FNV-1a, 64 bits
-  const std::string text =
-      absl::StrCat(kOp, "\x1f", fingerprint, "\x1f", DTypeName(dtype), "\x1f", bucket.ToString());
+  const std::string text = absl::StrCat(kOp, "\x1f", fingerprint, "\x1f", DTypeName(dtype), "\x1f",
+                                        StoreKeyOf(bucket, scope));
   for (unsigned char c : text) {
     hash ^= c;
     hash *= 1099511628211ull;
@@ -377,9 +377,10 @@ int64_t PostgresVerdictStore::LeaseKey(const std::string& fingerprint, DType dty
 }
 
 absl::StatusOr<std::unique_ptr<StoreLease>> PostgresVerdictStore::TryLease(
-    const std::string& fingerprint, DType dtype, const Bucket& bucket) {
-  const int64_t key = LeaseKey(fingerprint, dtype, bucket);
-  const std::string op = absl::StrCat("take lease on ", KeyText(fingerprint, dtype, bucket));
+    const std::string& fingerprint, DType dtype, const Bucket& bucket, const VerdictScope& scope) {
+  const int64_t key = LeaseKey(fingerprint, dtype, bucket, scope);
+  const std::string op = absl::StrCat("take lease on ", KeyText(fingerprint, dtype, bucket),
+                                      scope.whole() ? "" : absl::StrCat(" ", scope.ToString()));
   LeaseConnection& leases = *leases_;
   std::lock_guard<std::mutex> lock(leases.mu);
   // A session lock is re-entrant within its session, so this process's own holders are

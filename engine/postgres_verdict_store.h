@@ -78,14 +78,16 @@ class PostgresVerdictStore final : public VerdictStore {
   absl::StatusOr<int> ClearQuarantine(const std::string& fingerprint,
                                       const std::string& candidate) override;
 
-  absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(const std::string& fingerprint, DType dtype,
-                                                       const Bucket& bucket) override;
+  absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(
+      const std::string& fingerprint, DType dtype, const Bucket& bucket,
+      const VerdictScope& scope = VerdictScope()) override;
   std::unique_ptr<StoreSubscription> Subscribe(
       std::function<void(const StoreChange&)> on_change) override;
 
   // The 64-bit advisory lock key of a lease (FNV-1a of the key text): the same on every
   // daemon, whatever its build.
-  static int64_t LeaseKey(const std::string& fingerprint, DType dtype, const Bucket& bucket);
+  static int64_t LeaseKey(const std::string& fingerprint, DType dtype, const Bucket& bucket,
+                          const VerdictScope& scope = VerdictScope());
 
  private:
   struct LeaseConnection;

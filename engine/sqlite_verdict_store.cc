@@ -797,8 +797,8 @@ class SqliteVerdictStore::Lease final : public StoreLease {
 };
 
 absl::StatusOr<std::unique_ptr<StoreLease>> SqliteVerdictStore::TryLease(
-    const std::string& fingerprint, DType dtype, const Bucket& bucket) {
-  std::string key = KeyText(fingerprint, dtype, bucket);
+    const std::string& fingerprint, DType dtype, const Bucket& bucket, const VerdictScope& scope) {
+  std::string key = absl::StrCat(fingerprint, " ", DTypeName(dtype), " ", StoreKeyOf(bucket, scope));
   std::lock_guard<std::mutex> lock(leases_->mu);
   if (!leases_->held.insert(key).second) return std::unique_ptr<StoreLease>();
   return std::unique_ptr<StoreLease>(new Lease(leases_, std::move(key)));

@@ -61,8 +61,9 @@ class SqliteVerdictStore final : public VerdictStore {
   absl::StatusOr<int> ClearQuarantine(const std::string& fingerprint,
                                       const std::string& candidate) override;
 
-  absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(const std::string& fingerprint, DType dtype,
-                                                       const Bucket& bucket) override;
+  absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(
+      const std::string& fingerprint, DType dtype, const Bucket& bucket,
+      const VerdictScope& scope = VerdictScope()) override;
   std::unique_ptr<StoreSubscription> Subscribe(
       std::function<void(const StoreChange&)> on_change) override;
 

@@ -1,13 +1,13 @@
 #include "engine/tuner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
-#include <chrono>
 #include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/time.h"
 #include "engine/refinement.h"
 #include "engine/selection_policy.h"
 #include "spdlog/spdlog.h"
@@ -16,11 +16,7 @@ namespace arbiter {
 
 namespace {
 
-// Refinements waiting for the background thread, at most; more are dropped (a
-// hot shape that missed its turn becomes hot again after the counts restart).
-constexpr size_t kMaxQueuedRefinements = 256;
-
-std::string Us(double seconds) { return absl::StrFormat("%.4gus", seconds * 1e6); }
+using Clock = std::chrono::steady_clock;
 
 int64_t NowUnix() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -28,11 +24,111 @@ int64_t NowUnix() {
       .count();
 }
 
+std::string Us(double seconds) { return absl::StrFormat("%.4gus", seconds * 1e6); }
+
+absl::Status ShuttingDown(const std::string& what) {
+  return absl::UnavailableError(absl::StrCat("arbiterd is shutting down: ", what, " is not measured"));
+}
+
 }  // namespace
+
+// One bucket to measure, or one shape of it to refine, however many callers asked for it.
+struct Tuner::Job {
+  Problem problem;   // the shape measured: the first caller's (a refinement's own)
+  JobKey key;
+  bool refinement = false;   // refine `problem` inside its bucket (else measure the bucket)
+  bool refinement_slot = false;  // counted against max_queued_refinements, not max_queued
+  std::string peer;  // charged for it (empty: nobody)
+  int waiters = 0;           // synchronous callers waiting for its verdict
+  bool background = false;   // measured even if nobody waits
+  bool remeasure = false;    // measured even over a fresh verdict (an operator's tune)
+  bool running = false;
+  bool done = false;
+  bool drop = false;         // nobody wants it any more: stop at the next checkpoint
+  bool stopped = false;      // it was stopped because of `drop` or shutdown
+  absl::StatusOr<Verdict> result = absl::UnknownError("not measured yet");
+
+  const BucketKey& bucket() const { return key.first; }
+  // "f32 bucket ..." or "refinement of f32 40x48x56 in f32 bucket ...".
+  std::string What() const {
+    if (!refinement) return bucket().ToString();
+    return absl::StrCat("refinement of ", problem.ToString(), " in ", bucket().ToString());
+  }
+};
+
+// The measurer's hooks for one measurement: journal and watchdog before each
+// launch; health, drop and yielding the stream at each checkpoint.
+class Tuner::Hooks final : public MeasureHooks {
+ public:
+  Hooks(Tuner& tuner, std::shared_ptr<Job> job, StreamPool::Lease& lease, CallContext context)
+      : tuner_(tuner), job_(std::move(job)), lease_(lease), context_(std::move(context)) {}
+
+  void Launching(const CandidateSpec& candidate, std::string_view phase) override {
+    Intent intent{candidate.name, candidate.version, job_->problem, std::string(phase), "",
+                  static_cast<int64_t>(::getpid()), NowUnix()};
+    if (tuner_.journal_ != nullptr && !(last_ && last_->candidate == intent.candidate &&
+                                        last_->phase == intent.phase)) {
+      if (absl::Status s = tuner_.journal_->Record(intent); !s.ok()) {
+        spdlog::warn("tuning intent not recorded: {}", s.ToString());
+      }
+    }
+    last_ = intent;
+    absl::MutexLock lock(&tuner_.watch_mu_);
+    tuner_.watched_ = std::move(intent);
+    tuner_.progress_ = Clock::now();
+  }
+
+  absl::Status Checkpoint() override {
+    std::optional<Intent> watched;
+    {
+      absl::MutexLock lock(&tuner_.watch_mu_);
+      tuner_.progress_ = Clock::now();
+      // Not watched while lending the stream: waiting for dispatches is not a hang.
+      watched = std::exchange(tuner_.watched_, std::nullopt);
+    }
+    absl::Status s = Step();
+    absl::MutexLock lock(&tuner_.watch_mu_);
+    tuner_.watched_ = std::move(watched);
+    tuner_.progress_ = Clock::now();
+    return s;
+  }
+
+  // The measurement ended (however): nothing of it runs any more.
+  void Finished() {
+    absl::MutexLock lock(&tuner_.watch_mu_);
+    tuner_.watched_.reset();
+  }
+  const std::optional<Intent>& last() const { return last_; }
+
+ private:
+  absl::Status Step() {
+    if (absl::Status health = tuner_.backend_.Health(); !health.ok()) {
+      tuner_.Fault(health, absl::StrCat("device fault: ", health.message()));
+      return absl::UnavailableError(absl::StrCat("device fault while measuring ",
+                                                 job_->What(), ": ", health.message()));
+    }
+    {
+      absl::MutexLock lock(&tuner_.mu_);
+      if (tuner_.Dropped(*job_)) {
+        job_->stopped = true;
+        return absl::CancelledError(absl::StrCat(
+            "measurement of ", job_->What(), " stopped: ",
+            tuner_.stopping_ ? "arbiterd is shutting down" : "nobody waits for it any more"));
+      }
+    }
+    return tuner_.streams_.Yield(lease_, context_);
+  }
+
+  Tuner& tuner_;
+  const std::shared_ptr<Job> job_;
+  StreamPool::Lease& lease_;
+  const CallContext context_;
+  std::optional<Intent> last_;
+};
 
 Tuner::Tuner(const TunerOptions& options, Backend& backend, const Registry& registry,
              VerdictStore& store, NodeVerdicts& node_verdicts, StreamPool& streams,
-             Quarantine& quarantine, VerdictCache& cache)
+             Quarantine& quarantine, VerdictCache& cache, IntentJournal* journal)
     : options_(options),
       backend_(backend),
       registry_(registry),
@@ -41,52 +137,109 @@ Tuner::Tuner(const TunerOptions& options, Backend& backend, const Registry& regi
       streams_(streams),
       quarantine_(quarantine),
       cache_(cache),
+      journal_(journal),
       fingerprint_(backend.info().Fingerprint()) {
-  thread_ = std::thread([this] { BackgroundLoop(); });
+  measuring_ = std::thread([this] { MeasuringLoop(); });
+  watchdog_ = std::thread([this] { WatchdogLoop(); });
 }
 
 Tuner::~Tuner() {
+  Shutdown();
+  if (measuring_.joinable()) measuring_.join();
   {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    queue_.clear();
-    refine_queue_.clear();
-    changed_.SignalAll();
+    absl::MutexLock lock(&watch_mu_);
+    watch_stop_ = true;
   }
-  if (thread_.joinable()) thread_.join();
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
-template <typename Work>
-absl::StatusOr<Verdict> Tuner::SingleFlight(const FlightKey& key, Work work) {
-  std::promise<absl::StatusOr<Verdict>> promise;
-  std::optional<Result> running;
-  {
-    absl::MutexLock lock(&mu_);
-    if (auto it = in_flight_.find(key); it != in_flight_.end()) {
-      running = it->second;
-    } else {
-      in_flight_.emplace(key, promise.get_future().share());
+bool Tuner::Dropped(const Job& job) { return stopping_ || job.drop; }
+
+absl::StatusOr<std::shared_ptr<Tuner::Job>> Tuner::NewJob(const JobKey& key, const Problem& p,
+                                                          const std::string& peer) {
+  const std::string what = key.second.empty()
+                               ? key.first.ToString()
+                               : absl::StrCat("refinement of ", p.ToString(), " in ", key.first.ToString());
+  if (charged_ >= options_.max_queued) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("tuning queue full: ", charged_, " measurements queued or running (limit ",
+                     options_.max_queued, "); ", what, " is not measured"));
+  }
+  if (!peer.empty()) {
+    auto it = per_peer_.find(peer);
+    if (it != per_peer_.end() && it->second >= options_.max_queued_per_peer) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "peer ", peer, " already has ", it->second, " measurements queued (limit ",
+          options_.max_queued_per_peer, "); ", what, " is not measured"));
+    }
+    ++per_peer_[peer];
+  }
+  auto job = std::make_shared<Job>();
+  job->problem = p;
+  job->key = key;
+  job->refinement = !key.second.empty();
+  job->peer = peer;
+  ++charged_;
+  jobs_[key] = job;
+  queue_.push_back(job);
+  changed_.SignalAll();
+  return job;
+}
+
+std::shared_ptr<Tuner::Job> Tuner::NextJob() {
+  auto it = std::find_if(queue_.begin(), queue_.end(), [](const std::shared_ptr<Job>& job) {
+    return !(job->refinement && job->waiters == 0);
+  });
+  if (it == queue_.end()) it = queue_.begin();
+  std::shared_ptr<Job> job = *it;
+  queue_.erase(it);
+  return job;
+}
+
+void Tuner::Finish(const std::shared_ptr<Job>& job, absl::StatusOr<Verdict> result) {
+  job->done = true;
+  job->running = false;
+  job->result = std::move(result);
+  if (auto it = jobs_.find(job->key); it != jobs_.end() && it->second == job) {
+    jobs_.erase(it);
+    --(job->refinement_slot ? refinements_ : charged_);
+  }
+  std::erase(queue_, job);
+  if (!job->peer.empty()) {
+    if (auto it = per_peer_.find(job->peer); it != per_peer_.end() && --it->second == 0) {
+      per_peer_.erase(it);
     }
   }
-  if (running) return running->get();  // someone else measures it
-  absl::StatusOr<Verdict> result = work();
-  promise.set_value(result);
-  absl::MutexLock lock(&mu_);
-  in_flight_.erase(key);
+  if (running_ == job) running_.reset();
   changed_.SignalAll();
-  return result;
 }
 
-absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p, const MeasureCall& call) {
-  return SingleFlight(FlightKey{BucketKeyOf(p), ""}, [&] { return MeasureBucket(p, call); });
+void Tuner::Forsake(const std::shared_ptr<Job>& job) {
+  if (job->waiters > 0 || job->background || job->done) return;
+  if (!job->running) {
+    spdlog::info("measurement of {} dropped before it started: nobody waits for it any more",
+                 job->What());
+    Finish(job, absl::CancelledError(absl::StrCat("nobody waits for the measurement of ",
+                                                  job->What(), " any more")));
+    return;
+  }
+  job->drop = true;  // the measuring thread stops at its next checkpoint
 }
 
-absl::StatusOr<Verdict> Tuner::Refine(const Problem& p, const MeasureCall& call) {
+absl::StatusOr<Verdict> Tuner::MeasureOnce(const Problem& p, const CallContext& caller,
+                                           const MeasureCall& call) {
+  return Await(JobKey{BucketKeyOf(p), ""}, p, /*refinement=*/false, caller, call);
+}
+
+absl::StatusOr<Verdict> Tuner::Refine(const Problem& p, const CallContext& caller,
+                                      const MeasureCall& call) {
   const BucketKey key = BucketKeyOf(p);
   if (!node_verdicts_.empty()) {
     // A bucket set aside for this node is measured and kept here alone, whole.
     absl::StatusOr<Verdict> stored = store_.GetVerdict(fingerprint_, key.dtype, key.bucket);
-    if (node_verdicts_.SetAside(key, stored.ok() ? &*stored : nullptr)) return MeasureOnce(p, call);
+    if (node_verdicts_.SetAside(key, stored.ok() ? &*stored : nullptr)) {
+      return MeasureOnce(p, caller, call);
+    }
   }
   absl::StatusOr<std::optional<Verdict>> bucket = LoadBucket(key);
   const std::vector<const RegisteredCandidate*> eligible =
@@ -95,37 +248,116 @@ absl::StatusOr<Verdict> Tuner::Refine(const Problem& p, const MeasureCall& call)
   // was measured: measure the bucket.
   if (!bucket.ok() || !*bucket || (*bucket)->candidates != RacedSet(eligible) ||
       (*bucket)->measured == p || (*bucket)->winner.empty()) {
-    return MeasureOnce(p, call);
+    return MeasureOnce(p, caller, call);
   }
-  return SingleFlight(FlightKey{key, VerdictScope::Shape(p).ToString()},
-                      [&] { return RefineShape(p, **bucket, eligible); });
+  return Await(JobKey{key, VerdictScope::Shape(p).ToString()}, p, /*refinement=*/true, caller,
+               call);
 }
 
-void Tuner::Enqueue(const Problem& p) {
-  const BucketKey key = BucketKeyOf(p);
+absl::StatusOr<Verdict> Tuner::Await(const JobKey& key, const Problem& p, bool refinement,
+                                     const CallContext& caller, const MeasureCall& call) {
+  const std::string what =
+      absl::StrCat("while waiting for the measurement of ",
+                   refinement ? absl::StrCat("refinement of ", p.ToString(), " in ",
+                                             key.first.ToString())
+                              : key.first.ToString());
   absl::MutexLock lock(&mu_);
-  if (stopping_ || in_flight_.count(FlightKey{key, ""})) return;
-  for (const Problem& q : queue_) {
-    if (BucketKeyOf(q) == key) return;
+  if (stopping_) return ShuttingDown(key.first.ToString());
+  std::shared_ptr<Job> job;
+  if (auto it = jobs_.find(key); it != jobs_.end()) {
+    job = it->second;
+    job->drop = false;  // wanted again
+  } else {
+    ASSIGN_OR_RETURN(job, NewJob(key, p, caller.peer));
   }
-  queue_.push_back(p);
-  changed_.SignalAll();
+  if (!job->running) job->remeasure |= call.remeasure;
+  ++job->waiters;
+  while (!job->done) {
+    if (absl::Status s = caller.StillWaiting(what.c_str()); !s.ok()) {
+      --job->waiters;
+      Forsake(job);
+      return s;
+    }
+    changed_.WaitWithDeadline(&mu_, caller.WakeBy());
+  }
+  --job->waiters;
+  return job->result;
+}
+
+absl::Status Tuner::Enqueue(const Problem& p, const std::string& peer) {
+  const JobKey key{BucketKeyOf(p), ""};
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return ShuttingDown(key.first.ToString());
+  if (auto it = jobs_.find(key); it != jobs_.end()) {
+    it->second->background = true;
+    it->second->drop = false;
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<Job> job, NewJob(key, p, peer));
+  job->background = true;
+  return absl::OkStatus();
 }
 
 void Tuner::EnqueueRefinement(const Problem& p) {
+  const JobKey key{BucketKeyOf(p), VerdictScope::Shape(p).ToString()};
   absl::MutexLock lock(&mu_);
-  if (stopping_ || refine_queue_.size() >= kMaxQueuedRefinements) return;
-  if (std::find(refine_queue_.begin(), refine_queue_.end(), p) != refine_queue_.end()) return;
-  refine_queue_.push_back(p);
+  if (stopping_) return;
+  if (auto it = jobs_.find(key); it != jobs_.end()) {
+    it->second->background = true;
+    it->second->drop = false;
+    return;
+  }
+  if (refinements_ >= options_.max_queued_refinements) {
+    spdlog::debug("refinement of {} not queued: {} refinements queued (limit {})", p.ToString(),
+                  refinements_, options_.max_queued_refinements);
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->problem = p;
+  job->key = key;
+  job->refinement = true;
+  job->refinement_slot = true;
+  job->background = true;
+  ++refinements_;
+  jobs_[key] = job;
+  queue_.push_back(job);
   changed_.SignalAll();
+}
+
+void Tuner::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  stopping_ = true;
+  const std::deque<std::shared_ptr<Job>> queued = queue_;
+  for (const std::shared_ptr<Job>& job : queued) Finish(job, ShuttingDown(job->What()));
+  if (!queued.empty()) spdlog::info("shutdown: {} queued measurements dropped", queued.size());
+  changed_.SignalAll();  // the running measurement stops at its next checkpoint
+}
+
+bool Tuner::WaitStopped(Clock::time_point deadline) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time until = absl::Now() + absl::FromChrono(deadline - Clock::now());
+  while (running_ != nullptr) {
+    if (changed_.WaitWithDeadline(&mu_, until) && running_ != nullptr) return false;
+  }
+  return true;
+}
+
+void Tuner::Abandon() {
+  if (journal_ == nullptr) return;
+  if (absl::Status s = journal_->Clear(); !s.ok()) {
+    spdlog::warn("tuning intent not cleared: {}", s.ToString());
+  }
 }
 
 void Tuner::WaitIdle() {
   absl::MutexLock lock(&mu_);
-  while (!stopping_ &&
-         !(queue_.empty() && refine_queue_.empty() && !busy_ && in_flight_.empty())) {
-    changed_.Wait(&mu_);
-  }
+  while (!stopping_ && !(queue_.empty() && running_ == nullptr)) changed_.Wait(&mu_);
+}
+
+size_t Tuner::queued() const {
+  absl::MutexLock lock(&mu_);
+  return jobs_.size();
 }
 
 std::optional<Verdict> Tuner::Pending(const BucketKey& key) {
@@ -195,56 +427,60 @@ void Tuner::OnVerdictsChanged() {
   changed_.SignalAll();
 }
 
-absl::StatusOr<std::unique_ptr<StoreLease>> Tuner::TakeLease(const Problem& p,
-                                                             const MeasureCall& call,
-                                                             std::optional<Verdict>* theirs) {
-  const BucketKey key = BucketKeyOf(p);
+absl::StatusOr<std::unique_ptr<StoreLease>> Tuner::TakeLease(
+    const std::shared_ptr<Job>& job, const VerdictScope& scope,
+    const std::function<std::optional<Verdict>()>& fresh, std::optional<Verdict>* theirs) {
+  const Problem& p = job->problem;
+  const BucketKey& key = job->bucket();
+  const std::string what = scope.whole() ? key.ToString()
+                                         : absl::StrCat(scope.ToString(), " of ", key.ToString());
   bool told = false;
   while (true) {
     absl::StatusOr<std::unique_ptr<StoreLease>> lease =
-        store_.TryLease(fingerprint_, key.dtype, key.bucket);
+        store_.TryLease(fingerprint_, key.dtype, key.bucket, scope);
     if (!lease.ok()) {
-      spdlog::warn("measuring {} without the fleet's lease: {}", key.ToString(),
-                   lease.status().ToString());
+      spdlog::warn("measuring {} without the fleet's lease: {}", what, lease.status().ToString());
       return nullptr;
     }
     if (*lease != nullptr) return lease;
     // Another daemon measures this bucket: its verdict is what this one would store.
-    if (!call.wait) {
-      return absl::AbortedError(
-          absl::StrCat(key.ToString(), " is being measured by another daemon"));
+    {
+      absl::MutexLock lock(&mu_);
+      if (Dropped(*job)) {
+        job->stopped = true;
+        return absl::CancelledError(absl::StrCat(
+            "measurement of ", what, " stopped while another daemon measured it: ",
+            stopping_ ? "arbiterd is shutting down" : "nobody waits for it any more"));
+      }
+      if (job->waiters == 0) {
+        // Background tuning: the holder's verdict will reach the store.
+        return absl::AbortedError(absl::StrCat(what, " is being measured by another daemon"));
+      }
     }
     if (!told) {
-      spdlog::info("{} is being measured by another daemon; waiting for its verdict",
-                   key.ToString());
+      spdlog::info("{} is being measured by another daemon; waiting for its verdict", what);
       if (observer_) observer_->OnLeaseWait(p);
       told = true;
     }
-    if (std::optional<Verdict> v = FreshVerdict(p)) {
+    if (std::optional<Verdict> v = fresh()) {
       *theirs = std::move(v);
       return nullptr;
     }
-    RETURN_IF_ERROR(CheckDeadline(call.deadline, "waiting for another daemon's measurement"));
-    absl::Duration wait = absl::FromChrono(options_.lease_poll);
-    if (call.deadline) {
-      wait = std::min(wait, absl::FromChrono(*call.deadline - std::chrono::system_clock::now()));
-    }
     absl::MutexLock lock(&mu_);
-    if (stopping_) return absl::CancelledError("the engine is stopping");
-    changed_.WaitWithTimeout(&mu_, std::max(wait, absl::ZeroDuration()));
+    if (Dropped(*job)) continue;  // said at the top of the loop
+    changed_.WaitWithTimeout(&mu_, absl::FromChrono(options_.lease_poll));
   }
 }
 
-void Tuner::BackgroundLoop() {
+void Tuner::MeasuringLoop() {
   while (true) {
-    Problem p;
-    bool queued = false;
-    bool refine = false;
+    std::shared_ptr<Job> job;
+    bool background_only = false;
     {
       absl::MutexLock lock(&mu_);
       // Verdicts waiting for the store are retried each second, or at once on a
       // notification (the store is back).
-      while (!stopping_ && queue_.empty() && refine_queue_.empty()) {
+      while (!stopping_ && queue_.empty()) {
         if (pending_.empty()) {
           changed_.Wait(&mu_);
         } else {
@@ -253,44 +489,84 @@ void Tuner::BackgroundLoop() {
         }
       }
       if (stopping_) return;
-      // Buckets first: a bucket with no verdict serves worse than a shape without its own.
       if (!queue_.empty()) {
-        p = queue_.front();
-        queue_.pop_front();
-        busy_ = true;
-        queued = true;
-      } else if (!refine_queue_.empty()) {
-        p = refine_queue_.front();
-        refine_queue_.pop_front();
-        busy_ = true;
-        queued = true;
-        refine = true;
+        job = NextJob();
+        job->running = true;
+        job->stopped = false;
+        running_ = job;
+        background_only = job->waiters == 0;
       }
     }
     WriteBack();
-    if (!queued) continue;
-    if (refine) {
-      MeasureCall call;
-      call.wait = false;
-      absl::StatusOr<Verdict> v = Refine(p, call);
-      if (!v.ok() && !absl::IsAborted(v.status())) {
-        spdlog::warn("background refinement of {} failed: {}", p.ToString(), v.status().ToString());
-      }
-    } else if (!HasFreshVerdict(p)) {
-      // A synchronous request may have measured the bucket while this one waited in the queue.
-      MeasureCall call;
-      call.wait = false;
-      absl::StatusOr<Verdict> v = MeasureOnce(p, call);
-      if (absl::IsAborted(v.status())) {
-        spdlog::debug("background tuning of {} left to another daemon", p.ToString());
-      } else if (!v.ok()) {
-        spdlog::warn("background tuning of {} failed: {}", p.ToString(), v.status().ToString());
-      }
+    if (job == nullptr) continue;
+    absl::StatusOr<Verdict> result;
+    // A background entry for a bucket measured meanwhile (e.g. by an operator's tune).
+    std::optional<Verdict> fresh = background_only && !job->remeasure && !job->refinement
+                                       ? FreshVerdict(job->problem)
+                                       : std::nullopt;
+    if (fresh) {
+      result = *std::move(fresh);
+    } else if (job->refinement) {
+      result = RunRefinement(job);
+    } else {
+      result = MeasureBucket(job);
     }
     absl::MutexLock lock(&mu_);
-    busy_ = false;
-    changed_.SignalAll();
+    if (job->stopped && !stopping_ && (job->waiters > 0 || job->background)) {
+      // Dropped, then wanted again before the drop took effect: measure it afresh.
+      job->running = false;
+      job->drop = false;
+      running_.reset();
+      queue_.push_front(job);
+      continue;
+    }
+    if (job->stopped && stopping_) result = ShuttingDown(job->What());
+    if (absl::IsAborted(result.status())) {
+      spdlog::debug("background tuning of {} left to another daemon", job->What());
+    } else if (!result.ok() && !job->stopped && job->background) {
+      spdlog::warn("background tuning of {} failed: {}", job->What(), result.status().ToString());
+    }
+    Finish(job, std::move(result));
   }
+}
+
+void Tuner::WatchdogLoop() {
+  const auto hang = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.hang_seconds));
+  absl::MutexLock lock(&watch_mu_);
+  while (!watch_stop_) {
+    if (watched_ && !faulted_.load()) {
+      const Clock::time_point due = progress_ + hang;
+      if (Clock::now() >= due) {
+        const Intent hung = *watched_;
+        const std::string cause = absl::StrFormat(
+            "hung: no progress for %gs in its %s phase on %s (watchdog, --tuning-hang-seconds)",
+            options_.hang_seconds, hung.phase, hung.problem.ToString());
+        watch_mu_.Unlock();
+        Fault(absl::DeadlineExceededError(absl::StrCat("candidate ", hung.candidate, "@v",
+                                                       hung.version, " ", cause)),
+              cause);
+        watch_mu_.Lock();
+        continue;
+      }
+      watch_mu_.AwaitWithDeadline(absl::Condition(&watch_stop_), absl::FromChrono(
+          std::chrono::system_clock::now() + (due - Clock::now())));
+    } else {
+      // Re-read at least once a second: a measurement that starts does not signal.
+      watch_mu_.AwaitWithTimeout(absl::Condition(&watch_stop_), absl::Seconds(1));
+    }
+  }
+}
+
+void Tuner::Fault(const absl::Status& status, const std::string& cause) {
+  if (faulted_.exchange(true)) return;
+  spdlog::critical("candidate fault while measuring: {}", status.ToString());
+  if (journal_ != nullptr) {
+    if (absl::Status s = journal_->SetCause(cause); !s.ok()) {
+      spdlog::error("tuning intent cause not recorded: {}", s.ToString());
+    }
+  }
+  if (options_.on_fault) options_.on_fault(status);
 }
 
 absl::StatusOr<std::optional<Verdict>> Tuner::LoadBucket(const BucketKey& key) {
@@ -314,22 +590,64 @@ void Tuner::CacheBucket(const BucketKey& key, const Verdict& v) {
   cache_.Put(key, v);
 }
 
-absl::StatusOr<Verdict> Tuner::RaceAt(const Problem& p,
+void Tuner::Log(const Verdict& v) {
+  std::ostringstream os;
+  os << v << "; measuring took " << v.cost;
+  spdlog::info("verdict {}", os.str());
+  for (const CandidateResult& r : v.results) {
+    std::ostringstream rs;
+    rs << r;
+    spdlog::info("  {}", rs.str());
+  }
+}
+
+absl::StatusOr<Verdict> Tuner::RaceAt(const std::shared_ptr<Job>& job,
                                       const std::vector<const RegisteredCandidate*>& eligible,
                                       const std::vector<const RegisteredCandidate*>& racers,
                                       const std::optional<std::string>& incumbent,
                                       const NotRaced& not_raced) {
+  const Problem& p = job->problem;
   const auto t0 = std::chrono::steady_clock::now();
   // The highest tiers first: a fast early median lets hopeless candidates stop early.
   std::vector<const RegisteredCandidate*> order = racers;
   std::stable_sort(order.begin(), order.end(), [](auto* x, auto* y) {
     return x->spec.tier > y->spec.tier;
   });
+  // The race stops when the job is dropped (nobody waits) or at shutdown.
+  CallContext context;
+  context.cancelled = [this, job] {
+    absl::MutexLock lock(&mu_);
+    if (!Dropped(*job)) return false;
+    job->stopped = true;
+    return true;
+  };
   MeasureReport report;
   {
-    ASSIGN_OR_RETURN(StreamPool::Lease stream, streams_.Acquire(/*bounded=*/false));
-    Measurer measurer(backend_, *stream, options_.measure);
-    ASSIGN_OR_RETURN(report, measurer.Race(p, order));
+    ASSIGN_OR_RETURN(StreamPool::Lease stream, streams_.Acquire(/*bounded=*/false, context));
+    Hooks hooks(*this, job, stream, context);
+    Measurer measurer(backend_, *stream, options_.measure, &hooks);
+    absl::StatusOr<MeasureReport> m = measurer.Race(p, order);
+    hooks.Finished();
+    // A fault in the last candidate's runs shows here, with the journal still naming it.
+    if (absl::Status health = backend_.Health(); !health.ok() && hooks.last()) {
+      Fault(health, absl::StrCat("device fault: ", health.message()));
+    }
+    if (faulted_.load()) {
+      return absl::UnavailableError(absl::StrCat(
+          "a candidate faulted the device while measuring ", p.ToString(),
+          "; arbiterd stops so its supervisor restarts it"));
+    }
+    if (journal_ != nullptr) {
+      if (absl::Status s = journal_->Clear(); !s.ok()) {
+        spdlog::warn("tuning intent not cleared: {}", s.ToString());
+      }
+    }
+    if (!m.ok()) {
+      spdlog::info("measurement of {} ended without a verdict: {}", job->What(),
+                   m.status().ToString());
+      return m.status();
+    }
+    report = *std::move(m);
   }
   ++measurements_;
 
@@ -387,18 +705,8 @@ absl::StatusOr<Verdict> Tuner::RaceAt(const Problem& p,
   return v;
 }
 
-void Tuner::Log(const Verdict& v) {
-  std::ostringstream os;
-  os << v << "; measuring took " << v.cost;
-  spdlog::info("verdict {}", os.str());
-  for (const CandidateResult& r : v.results) {
-    std::ostringstream rs;
-    rs << r;
-    spdlog::info("  {}", rs.str());
-  }
-}
-
-absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p, const MeasureCall& call) {
+absl::StatusOr<Verdict> Tuner::MeasureBucket(const std::shared_ptr<Job>& job) {
+  const Problem& p = job->problem;
   std::string why_none;
   const std::vector<const RegisteredCandidate*> eligible =
       Eligible(registry_, quarantine_, p, &why_none);
@@ -415,8 +723,9 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p, const MeasureCall
   std::unique_ptr<StoreLease> lease;
   if (store_.shared() && !set_aside) {
     std::optional<Verdict> theirs;
-    ASSIGN_OR_RETURN(lease, TakeLease(p, call, &theirs));
-    if (!theirs && lease != nullptr && !call.remeasure) theirs = FreshVerdict(p);
+    ASSIGN_OR_RETURN(lease, TakeLease(job, VerdictScope(), [&] { return FreshVerdict(p); },
+                                      &theirs));
+    if (!theirs && lease != nullptr && !job->remeasure) theirs = FreshVerdict(p);
     if (theirs) {
       spdlog::info("{} measured by another daemon: {}@v{}", key.ToString(), theirs->winner,
                    theirs->winner_version);
@@ -432,7 +741,7 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p, const MeasureCall
   if (prev.ok() && !prev->winner.empty()) incumbent = prev->winner;
   spdlog::info("measuring {} (bucket {}) over {} candidates", p.ToString(), bucket.ToString(),
                eligible.size());
-  ASSIGN_OR_RETURN(Verdict v, RaceAt(p, eligible, eligible, incumbent, nullptr));
+  ASSIGN_OR_RETURN(Verdict v, RaceAt(job, eligible, eligible, incumbent, nullptr));
   if (set_aside) {
     node_verdicts_.Put(v);
     cache_.Put(key, v);
@@ -457,8 +766,55 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const Problem& p, const MeasureCall
   return v;
 }
 
-absl::StatusOr<Verdict> Tuner::RefineShape(const Problem& p, const Verdict& bucket,
+absl::StatusOr<Verdict> Tuner::RunRefinement(const std::shared_ptr<Job>& job) {
+  const Problem& p = job->problem;
+  const BucketKey& key = job->bucket();
+  if (!node_verdicts_.empty()) {
+    // A bucket set aside for this node is measured and kept here alone, whole.
+    absl::StatusOr<Verdict> stored = store_.GetVerdict(fingerprint_, key.dtype, key.bucket);
+    if (node_verdicts_.SetAside(key, stored.ok() ? &*stored : nullptr)) return MeasureBucket(job);
+  }
+  const std::vector<const RegisteredCandidate*> eligible =
+      Eligible(registry_, quarantine_, p, nullptr);
+  const std::string raced = RacedSet(eligible);
+  // The bucket's verdicts as they are now (they may have changed since the job was queued).
+  const auto refinable = [&](const absl::StatusOr<std::optional<Verdict>>& bucket) {
+    return bucket.ok() && *bucket && (*bucket)->candidates == raced &&
+           !((*bucket)->measured == p) && !(*bucket)->winner.empty();
+  };
+  // `p`'s fresh refinement in the store, if there is one.
+  const auto refined = [&]() -> std::optional<Verdict> {
+    absl::StatusOr<std::optional<Verdict>> bucket = LoadBucket(key);
+    if (!refinable(bucket)) return std::nullopt;
+    const Verdict* own = RefinementOf(**bucket, p);
+    return own != nullptr ? std::optional<Verdict>(*own) : std::nullopt;
+  };
+  absl::StatusOr<std::optional<Verdict>> bucket = LoadBucket(key);
+  if (!refinable(bucket)) return MeasureBucket(job);
+  if (!job->remeasure) {
+    if (std::optional<Verdict> own = refined()) return *std::move(own);  // refined meanwhile
+  }
+  // One refiner per shape in the fleet; the bucket's own lease is apart.
+  std::unique_ptr<StoreLease> lease;
+  if (store_.shared()) {
+    std::optional<Verdict> theirs;
+    ASSIGN_OR_RETURN(lease, TakeLease(job, VerdictScope::Shape(p), refined, &theirs));
+    if (!theirs && lease != nullptr && !job->remeasure) theirs = refined();
+    if (theirs) {
+      spdlog::info("{} refined by another daemon: {}@v{}", p.ToString(), theirs->winner,
+                   theirs->winner_version);
+      if (absl::Status s = Recache(key); !s.ok()) spdlog::debug("{}", s.ToString());
+      return *std::move(theirs);
+    }
+    bucket = LoadBucket(key);  // the holder may have split the bucket meanwhile
+    if (!refinable(bucket)) return MeasureBucket(job);
+  }
+  return RefineShape(job, **bucket, eligible);
+}
+
+absl::StatusOr<Verdict> Tuner::RefineShape(const std::shared_ptr<Job>& job, const Verdict& bucket,
                                            const std::vector<const RegisteredCandidate*>& eligible) {
+  const Problem& p = job->problem;
   const std::vector<std::string> leaders = Leaders(bucket, options_.refine);
   std::vector<const RegisteredCandidate*> racers;
   for (const std::string& name : leaders) {
@@ -479,14 +835,14 @@ absl::StatusOr<Verdict> Tuner::RefineShape(const Problem& p, const Verdict& buck
     return absl::StrCat("not a leader of the bucket's verdict: ",
                         r != nullptr ? ResultStateName(r->state) : "not raced", " at ", at);
   };
-  ASSIGN_OR_RETURN(Verdict v, RaceAt(p, eligible, racers, bucket.winner, not_raced));
+  ASSIGN_OR_RETURN(Verdict v, RaceAt(job, eligible, racers, bucket.winner, not_raced));
   v.scope = VerdictScope::Shape(p);
   v.reason = absl::StrCat("refined among the leaders of the bucket's verdict (measured at ", at,
                           ", winner ", bucket.winner, "): ", v.reason);
   RETURN_IF_ERROR(store_.PutVerdict(v));
   Log(v);
   if (!v.winner.empty() && v.winner != bucket.winner && !IsSplit(bucket)) {
-    RETURN_IF_ERROR(Split(p, bucket, v, eligible));
+    RETURN_IF_ERROR(Split(job, bucket, v, eligible));
   }
   RETURN_IF_ERROR(Recache(BucketKeyOf(p)));
   if (v.winner.empty()) {
@@ -496,8 +852,10 @@ absl::StatusOr<Verdict> Tuner::RefineShape(const Problem& p, const Verdict& buck
   return v;
 }
 
-absl::Status Tuner::Split(const Problem& p, const Verdict& bucket, const Verdict& refined,
+absl::Status Tuner::Split(const std::shared_ptr<Job>& job, const Verdict& bucket,
+                          const Verdict& refined,
                           const std::vector<const RegisteredCandidate*>& eligible) {
+  const Problem& p = job->problem;
   const auto halves = SplitBetween(bucket.bucket, bucket.measured, p);
   const Transfer t = TransferOf(refined, bucket.winner);
   const std::string evidence = absl::StrFormat(
@@ -519,8 +877,8 @@ absl::Status Tuner::Split(const Problem& p, const Verdict& bucket, const Verdict
   kept.scope = home;
   kept.reason = absl::StrCat("split (", evidence, "); this half keeps the bucket's figures at ",
                              bucket.measured.ToString(), ": ", bucket.reason);
-  // The other half is raced in full at the refined shape.
-  ASSIGN_OR_RETURN(Verdict raced, RaceAt(p, eligible, eligible, bucket.winner, nullptr));
+  // The other half is raced in full at the refined shape, under the same job.
+  ASSIGN_OR_RETURN(Verdict raced, RaceAt(job, eligible, eligible, bucket.winner, nullptr));
   raced.scope = away;
   raced.reason = absl::StrCat("split (", evidence, "); this half measured at ", p.ToString(), ": ",
                               raced.reason);

@@ -1,42 +1,62 @@
-// Measures buckets and turns the figures into stored verdicts. A measurement
-// races every candidate eligible for the problem on a leased device stream,
-// quarantines (for the problem's dtype) a candidate whose determinism claim was
-// disproved, decides against the bucket's previous winner, then stores and
-// caches the verdict. At most one measurement per bucket runs at a time: other
-// callers asking for that bucket wait for its verdict. Async misses are queued
-// (deduplicated by bucket) for one background thread, which skips a bucket that
-// was measured while it waited. A bucket this daemon set aside from a shared
-// store (NodeVerdicts) is measured and kept here, never written to the store.
+// Measures buckets and turns the figures into stored verdicts, on one measuring
+// thread. A measurement races every candidate eligible for the problem on a
+// leased device stream, quarantines (for the problem's dtype) a candidate whose
+// determinism claim was disproved, decides against the bucket's previous
+// winner, then stores and caches the verdict. A bucket this daemon set aside
+// from a shared store (NodeVerdicts) is measured and kept here, never written to
+// the store.
 //
 // Across a fleet sharing a store, one daemon measures a bucket at a time: the
-// measurer holds the store's lease on (fingerprint, dtype, bucket). A daemon
-// that finds the lease held waits for the holder's verdict (a serving miss, up
-// to its deadline), or leaves the bucket to the holder (background tuning). A
-// holder that dies loses its lease, so a waiter then takes it and measures.
-// When the store cannot grant leases (it is down), the daemon measures alone,
-// serves what it measured, and writes it back when the store answers again
-// (unless another daemon stored a verdict for the bucket meanwhile).
+// measurer holds the store's lease on (fingerprint, dtype, bucket). While
+// another daemon holds it, a bucket someone here waits for waits for the
+// holder's verdict (until nobody waits for it any more); a background one is
+// left to the holder. A holder that dies loses its lease, so a waiter then takes
+// it and measures. When the store cannot grant leases (it is down), the daemon
+// measures alone, serves what it measured, and writes it back when the store
+// answers again (unless another daemon stored a verdict for the bucket meanwhile).
 //
 // Refinement (refinement.h decides, the Tuner measures): a shape inside a
 // measured bucket races the bucket verdict's leaders at exactly that shape and
 // is stored as its own verdict; where it beats the bucket's winner beyond the
-// noise the bucket splits, the other half raced in full. Background refinements
-// wait in their own bounded queue, behind buckets with no verdict at all. A
-// bucket set aside for this node is not refined: tune measures it again.
+// noise the bucket splits, the other half raced in full. A bucket set aside for
+// this node is not refined: it is measured again whole.
 //
-// Ownership: borrows the backend, registry, store, stream pool, quarantine and
-// verdict cache (the Arbiter owns them and destroys the Tuner first); owns its
-// background thread. Never owns its observer.
-// Thread-safe: provides internal synchronization (one mutex over the queue and
-// the measurements in flight).
+// Work is a queue of jobs, one per (bucket, scope) however many callers ask for
+// it: a bucket's measurement (scope whole) and a refinement of one shape in it
+// are apart. A synchronous caller (MeasureOnce, Refine) joins its job and waits
+// for the verdict only while it still waits itself (CallContext); a background
+// job (Enqueue, EnqueueRefinement) is measured even if nobody waits. A job
+// nobody waits for any more and that is not background is dropped - taken off
+// the queue, or, when it is running, stopped at its next checkpoint. The queue
+// is bounded in jobs and per peer (RESOURCE_EXHAUSTED past either); background
+// refinements have a bound of their own and are dropped past it, and run only
+// when nothing else is queued. A refinement takes the fleet's lease on its
+// (bucket, scope), as a bucket's measurement takes the bucket's.
+//
+// While measuring, the Tuner is the measurer's MeasureHooks: between candidates
+// and timed repeats it lends the stream to queued dispatches (StreamPool::Yield),
+// stops a dropped or shut-down measurement, and checks the device's health.
+// Before each candidate's launches it records the intent in the journal (when
+// there is one), and a watchdog thread takes a candidate that shows no progress
+// for `hang_seconds` for hung. A hang or a device fault is reported through
+// `on_fault` with the cause in the journal: the daemon exits and, restarted by
+// its supervisor, quarantines the candidate (Arbiter::Create).
+//
+// Ownership: borrows the backend, registry, store, node verdicts, stream pool,
+// quarantine, verdict cache and journal (the Arbiter owns them and destroys the Tuner
+// first); owns its measuring and watchdog threads. Never owns its observer.
+// Thread-safe: provides internal synchronization (one mutex over the queue, one
+// over the watchdog's view of the running candidate).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <future>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -46,7 +66,8 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/backend.h"
 #include "engine/bucket.h"
-#include "engine/dispatcher.h"
+#include "engine/call_context.h"
+#include "engine/intent_journal.h"
 #include "engine/measurer.h"
 #include "engine/node_verdicts.h"
 #include "engine/observer.h"
@@ -63,64 +84,87 @@
 namespace arbiter {
 
 struct TunerOptions {
-  MeasureOptions measure;  // how a bucket is measured
-  NoisePolicy noise;       // when a challenger displaces the incumbent
-  RefineOptions refine;    // which candidates race a refinement
-  // How often a daemon waiting on another's lease looks again (sooner when the store
-  // reports new verdicts): the lease of a holder that died is taken this late at worst.
+  MeasureOptions measure;          // how a bucket is measured
+  NoisePolicy noise;               // when a challenger displaces the incumbent
+  size_t max_queued = 64;          // buckets queued or being measured; more: RESOURCE_EXHAUSTED
+  size_t max_queued_per_peer = 8;  // of those, asked for by one peer (CallContext::peer)
+  // Background refinements queued at most (not counted in max_queued); more are dropped:
+  // a hot shape that missed its turn becomes hot again after the counts restart.
+  size_t max_queued_refinements = 256;
+  RefineOptions refine;            // which candidates race a refinement
+  double hang_seconds = 300;       // a candidate under measurement that shows no progress (no
+                                   // launch, no checkpoint) for this long has hung
+  // Called (on the measuring or watchdog thread) when a candidate hung or faulted the
+  // device: the engine cannot go on, and the intent journal names the candidate and the
+  // cause. The daemon exits so its supervisor restarts it. Unset: the fault is only logged.
+  std::function<void(const absl::Status&)> on_fault;
+  // How often a measurement waiting on another daemon's lease looks again (sooner when
+  // the store reports new verdicts): the lease of a holder that died is taken this late at worst.
   std::chrono::milliseconds lease_poll{100};
 };
 
-// What a MeasureOnce call wants when the bucket may already be measured or being
-// measured elsewhere in the fleet.
+// What a MeasureOnce call wants beyond waiting (CallContext).
 struct MeasureCall {
-  // While another daemon holds the bucket's lease, wait for its verdict until then
-  // (DEADLINE_EXCEEDED after); unset: until the holder finishes or dies.
-  Deadline deadline;
   // Measure even when a verdict that would be served is stored (an operator's tune);
   // otherwise such a verdict, stored by another daemon meanwhile, is returned as is.
   bool remeasure = false;
-  // false: return ABORTED at once when another daemon holds the lease (background
-  // tuning: the holder's verdict will reach the store).
-  bool wait = true;
 };
 
 class Tuner {
  public:
-  // Starts the background thread.
+  // Starts the measuring and watchdog threads. `journal` may be null (no intent is kept).
   Tuner(const TunerOptions& options, Backend& backend, const Registry& registry,
         VerdictStore& store, NodeVerdicts& node_verdicts, StreamPool& streams,
-        Quarantine& quarantine, VerdictCache& cache);
-  ~Tuner();  // drops queued work, waits for the background measurement in progress
+        Quarantine& quarantine, VerdictCache& cache, IntentJournal* journal);
+  ~Tuner();  // Shutdown, then waits for the measurement in progress
   Tuner(const Tuner&) = delete;
   Tuner& operator=(const Tuner&) = delete;
 
   // Set before the engine serves; not synchronized.
   void set_observer(ArbiterObserver* observer) { observer_ = observer; }
 
-  // Measures `p`'s bucket at `p`'s shape, or waits for the measurement of that
-  // bucket already running here or (per `call`) on another daemon of the fleet.
-  // `p` must be valid (ValidateProblem).
-  absl::StatusOr<Verdict> MeasureOnce(const Problem& p, const MeasureCall& call = {});
+  // Measures `p`'s bucket at `p`'s shape - or joins the entry of that bucket
+  // already queued or running - and waits for its verdict while `caller` waits:
+  // DEADLINE_EXCEEDED or CANCELLED once it stops (the entry is dropped if nobody
+  // else waits and it is not background). RESOURCE_EXHAUSTED when a new entry
+  // would pass a queue limit; UNAVAILABLE once shutting down. `p` must be valid.
+  absl::StatusOr<Verdict> MeasureOnce(const Problem& p, const CallContext& caller = {},
+                                      const MeasureCall& call = {});
   // Refines `p` inside its bucket: races the bucket verdict's leaders at exactly
   // `p`, stores the result as `p`'s own verdict and, where its winner beat the
   // bucket's beyond the noise, splits the bucket. Measures the whole bucket
-  // instead (MeasureOnce with `call`) when it has no fresh verdict in the store,
-  // `p` is the shape it was measured at, or the bucket is set aside for this node.
-  // One refinement per shape at a time.
-  absl::StatusOr<Verdict> Refine(const Problem& p, const MeasureCall& call = {});
-  // Queues `p`'s bucket for the background thread, unless it is queued or being measured.
-  void Enqueue(const Problem& p);
-  // Queues a refinement of `p` for the background thread (deduplicated; bounded:
-  // dropped when the queue is full).
+  // instead (as MeasureOnce) when it has no fresh verdict in the store, `p` is the
+  // shape it was measured at, or the bucket is set aside for this node. Waits as
+  // MeasureOnce does.
+  absl::StatusOr<Verdict> Refine(const Problem& p, const CallContext& caller = {},
+                                 const MeasureCall& call = {});
+  // Queues `p`'s bucket for the background (measured even if nobody waits),
+  // unless it is queued or being measured. RESOURCE_EXHAUSTED when a new entry
+  // would pass a queue limit (charged to `peer`); UNAVAILABLE once shutting down.
+  absl::Status Enqueue(const Problem& p, const std::string& peer = "");
+  // Queues a refinement of `p` for the background, behind every other job
+  // (deduplicated; dropped past max_queued_refinements or once shutting down).
   void EnqueueRefinement(const Problem& p);
   // The bucket's verdict in the store with its fresh refinements and halves (LoadBucketVerdicts).
   absl::StatusOr<std::optional<Verdict>> LoadBucket(const BucketKey& key);
-  // Waits until nothing is queued or being measured (tests, shutdown).
+
+  // Refuses new work, drops what is queued (its waiters get UNAVAILABLE) and
+  // stops the running measurement at its next checkpoint. Returns at once.
+  void Shutdown();
+  // After Shutdown: waits until no measurement runs, until `deadline`. False when
+  // one still runs then (a kernel that has not returned).
+  bool WaitStopped(std::chrono::steady_clock::time_point deadline);
+  // The process exits with a measurement still running (the shutdown grace is
+  // spent): forgets the intent, so the candidate is not blamed on restart.
+  void Abandon();
+  // Waits until nothing is queued or being measured (tests).
   void WaitIdle();
+
   // Measurements run since start.
   int64_t measurements() const { return measurements_.load(); }
-  // The store reports new verdicts: a daemon waiting on another's lease looks now,
+  // Jobs (buckets and refinements) queued or being measured now.
+  size_t queued() const;
+  // The store reports new verdicts: a measurement waiting on another's lease looks now,
   // and verdicts waiting for the store are written back.
   void OnVerdictsChanged();
   // A verdict measured while the store was down, not yet written back.
@@ -129,29 +173,49 @@ class Tuner {
   size_t pending_writes();
 
  private:
-  using Result = std::shared_future<absl::StatusOr<Verdict>>;
-  // A measurement in flight: the bucket, and the scope's text ("" for the whole bucket).
-  using FlightKey = std::pair<BucketKey, std::string>;
+  struct Job;
+  class Hooks;
+  // A job's identity: the bucket, and the scope's text ("" for the whole bucket).
+  using JobKey = std::pair<BucketKey, std::string>;
   // Why a candidate eligible but not raced appears unmeasured.
   using NotRaced = std::function<std::string(const RegisteredCandidate&)>;
 
-  // Runs `work` unless a measurement of `key` is in flight, whose result it then waits for.
-  template <typename Work>
-  absl::StatusOr<Verdict> SingleFlight(const FlightKey& key, Work work);
-  // Races `racers` (some of `eligible`) at `p` and decides against `incumbent`;
+  // Admits a new job for `key` (`mu_` held): RESOURCE_EXHAUSTED past a limit.
+  absl::StatusOr<std::shared_ptr<Job>> NewJob(const JobKey& key, const Problem& p,
+                                              const std::string& peer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Joins (or admits) `key`'s job and waits for it while `caller` waits.
+  absl::StatusOr<Verdict> Await(const JobKey& key, const Problem& p, bool refinement,
+                                const CallContext& caller, const MeasureCall& call);
+  // The next job to run: the first but a background refinement nobody waits for,
+  // else the first (`mu_` held; the queue is not empty).
+  std::shared_ptr<Job> NextJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `job` off the books (queue, entries, peer count) and wakes its waiters.
+  void Finish(const std::shared_ptr<Job>& job, absl::StatusOr<Verdict> result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A waiter left: drops the entry when nobody waits for it any more and it is not background.
+  void Forsake(const std::shared_ptr<Job>& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Dropped(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::StatusOr<Verdict> MeasureBucket(const std::shared_ptr<Job>& job);
+  // A refinement job: RefineShape, or MeasureBucket where there is nothing to refine.
+  absl::StatusOr<Verdict> RunRefinement(const std::shared_ptr<Job>& job);
+  absl::StatusOr<Verdict> RefineShape(const std::shared_ptr<Job>& job, const Verdict& bucket,
+                                      const std::vector<const RegisteredCandidate*>& eligible);
+  // Splits `bucket` where `refined` (at the job's shape) disagrees with it, if a
+  // half-octave separates them.
+  absl::Status Split(const std::shared_ptr<Job>& job, const Verdict& bucket,
+                     const Verdict& refined,
+                     const std::vector<const RegisteredCandidate*>& eligible);
+  // Races `racers` (some of `eligible`) at the job's shape on a leased stream,
+  // with the journal, watchdog and checkpoints, and decides against `incumbent`;
   // every other eligible candidate is listed unmeasured with `not_raced`'s reason.
-  // Quarantines disproved claims; stores nothing.
-  absl::StatusOr<Verdict> RaceAt(const Problem& p,
+  // Quarantines disproved claims; stores nothing. UNAVAILABLE after a fault.
+  absl::StatusOr<Verdict> RaceAt(const std::shared_ptr<Job>& job,
                                  const std::vector<const RegisteredCandidate*>& eligible,
                                  const std::vector<const RegisteredCandidate*>& racers,
                                  const std::optional<std::string>& incumbent,
                                  const NotRaced& not_raced);
-  absl::StatusOr<Verdict> MeasureBucket(const Problem& p, const MeasureCall& call);
-  absl::StatusOr<Verdict> RefineShape(const Problem& p, const Verdict& bucket,
-                                      const std::vector<const RegisteredCandidate*>& eligible);
-  // Splits `bucket` where `refined` (at `p`) disagrees with it, if a half-octave separates them.
-  absl::Status Split(const Problem& p, const Verdict& bucket, const Verdict& refined,
-                     const std::vector<const RegisteredCandidate*>& eligible);
   // Puts the bucket's verdicts, as the store now holds them, in the cache.
   absl::Status Recache(const BucketKey& key);
   // Caches `v` as `key`'s verdict, with the refinements and halves the store
@@ -160,19 +224,25 @@ class Tuner {
   static void Log(const Verdict& v);
   // The served verdict for `p` when it raced exactly the candidates eligible now.
   std::optional<Verdict> FreshVerdict(const Problem& p);
-  // Takes the fleet's lease on `p`'s bucket, waiting per `call` while another daemon
-  // holds it; sets `theirs` instead when that daemon's verdict arrives meanwhile.
-  // A null lease with no `theirs`: the store cannot grant leases (measure alone).
-  absl::StatusOr<std::unique_ptr<StoreLease>> TakeLease(const Problem& p, const MeasureCall& call,
-                                                        std::optional<Verdict>* theirs);
   // Whether a verdict that would be served for `p` (same raced name@version set) is stored.
   bool HasFreshVerdict(const Problem& p);
+  // Takes the fleet's lease on `scope` of `job`'s bucket, waiting while another
+  // daemon holds it and someone here waits for the job (ABORTED at once for a
+  // background-only job; CANCELLED once it is dropped); sets `theirs` instead when
+  // `fresh` finds that daemon's verdict meanwhile. A null lease with no `theirs`:
+  // the store cannot grant leases (measure alone).
+  absl::StatusOr<std::unique_ptr<StoreLease>> TakeLease(
+      const std::shared_ptr<Job>& job, const VerdictScope& scope,
+      const std::function<std::optional<Verdict>()>& fresh, std::optional<Verdict>* theirs);
   // The verdict this daemon serves for `key` from the store or its own set-aside
   // verdicts; nullopt when there is none (or the store cannot answer).
   std::optional<Verdict> Current(const BucketKey& key);
-  void BackgroundLoop();
   // Writes pending verdicts to the store; stops at the first it cannot reach.
   void WriteBack();
+  void MeasuringLoop();
+  void WatchdogLoop();
+  // A hang or device fault: records `cause` in the journal and reports it (once).
+  void Fault(const absl::Status& status, const std::string& cause);
 
   const TunerOptions options_;
   Backend& backend_;
@@ -182,19 +252,31 @@ class Tuner {
   StreamPool& streams_;
   Quarantine& quarantine_;
   VerdictCache& cache_;
+  IntentJournal* const journal_;
   const std::string fingerprint_;
   ArbiterObserver* observer_ = nullptr;
   std::atomic<int64_t> measurements_{0};
+  std::atomic<bool> faulted_{false};
 
-  absl::Mutex mu_;
-  absl::CondVar changed_;  // signalled when a measurement ends or queued work arrives
-  std::map<FlightKey, Result> in_flight_ ABSL_GUARDED_BY(mu_);
-  std::deque<Problem> queue_ ABSL_GUARDED_BY(mu_);         // one per bucket
-  std::deque<Problem> refine_queue_ ABSL_GUARDED_BY(mu_);  // one per shape
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // an entry finished, work arrived, or shutdown began
+  std::map<JobKey, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);  // queued or running
+  std::deque<std::shared_ptr<Job>> queue_ ABSL_GUARDED_BY(mu_);
+  size_t charged_ ABSL_GUARDED_BY(mu_) = 0;      // jobs counted against max_queued
+  size_t refinements_ ABSL_GUARDED_BY(mu_) = 0;  // jobs counted against max_queued_refinements
+  std::map<std::string, size_t> per_peer_ ABSL_GUARDED_BY(mu_);  // entries charged to a peer
+  std::shared_ptr<Job> running_ ABSL_GUARDED_BY(mu_);
   std::map<BucketKey, Verdict> pending_ ABSL_GUARDED_BY(mu_);  // measured, the store was down
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;          // the background thread is measuring
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: starts once everything above is built
+
+  // The watchdog's view: which candidate runs since when, and the last sign of progress.
+  absl::Mutex watch_mu_;
+  std::optional<Intent> watched_ ABSL_GUARDED_BY(watch_mu_);
+  std::chrono::steady_clock::time_point progress_ ABSL_GUARDED_BY(watch_mu_);
+  bool watch_stop_ ABSL_GUARDED_BY(watch_mu_) = false;
+
+  std::thread measuring_;  // last: start once everything above is built
+  std::thread watchdog_;
 };
 
 }  // namespace arbiter

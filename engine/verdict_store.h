@@ -12,7 +12,7 @@
 // the engine serves it only while that set still matches the registry.
 //
 // For a fleet the interface adds what one daemon alone never needed:
-// - leases (TryLease): single flight per (fingerprint, dtype, bucket) across
+// - leases (TryLease): single flight per (fingerprint, dtype, bucket, scope) across
 //   every daemon on the store, released when the lease object is destroyed or
 //   its holder dies;
 // - change notifications (Subscribe): another daemon changed verdicts, forces
@@ -183,13 +183,15 @@ class VerdictStore {
   virtual absl::StatusOr<int> ClearQuarantine(const std::string& fingerprint,
                                               const std::string& candidate) = 0;
 
-  // The lease on measuring (fingerprint, dtype, bucket): granted (non-null) when no
-  // other holder - in this process or, on a shared store, any daemon - has it; nullptr
-  // while another holds it. UNAVAILABLE when the store cannot be reached (the caller
+  // The lease on measuring (fingerprint, dtype, bucket, scope): granted (non-null) when
+  // no other holder - in this process or, on a shared store, any daemon - has it;
+  // nullptr while another holds it. A scope's lease (a refinement of one shape) is
+  // apart from its bucket's, and a whole bucket's key is the bucket's alone, as
+  // before scopes existed. UNAVAILABLE when the store cannot be reached (the caller
   // decides whether to measure anyway). A holder that dies loses its lease.
-  virtual absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(const std::string& fingerprint,
-                                                               DType dtype,
-                                                               const Bucket& bucket) = 0;
+  virtual absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(
+      const std::string& fingerprint, DType dtype, const Bucket& bucket,
+      const VerdictScope& scope = VerdictScope()) = 0;
 
   // Calls `on_change` (on a store thread; it must be quick and must not block on the
   // store) for each change made through any user of a shared store, this one's

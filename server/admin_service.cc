@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/admin_auth.h"
 #include "server/convert.h"
+#include "server/grpc_call.h"
 #include "server/status_util.h"
 
 namespace arbiter::server {
@@ -219,7 +220,7 @@ absl::Status AdminService::DoTune(grpc::ServerContext& context, const v1::TuneRe
     progress.set_index(static_cast<int>(i));
     progress.set_total(static_cast<int>(problems.size()));
     *progress.mutable_problem() = ProblemToProto(problems[i]);
-    absl::StatusOr<Verdict> verdict = arbiter_.Tune(problems[i]);
+    absl::StatusOr<Verdict> verdict = arbiter_.Tune(problems[i], CallContextOf(context));
     if (verdict.ok()) {
       ToProto(*verdict, progress.mutable_verdict());
       spdlog::info("admin tune from {}: {} -> {}", peer, problems[i].ToString(),

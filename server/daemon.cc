@@ -2,10 +2,13 @@
 
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <set>
 
+#include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
@@ -23,6 +26,7 @@
 #include "server/admin_auth.h"
 #include "server/admin_service.h"
 #include "server/build_info.h"
+#include "server/call_tracker.h"
 #include "server/dispatch_service.h"
 #include "server/fd_socket.h"
 #include "server/metrics.h"
@@ -46,17 +50,24 @@ struct BackendAndRegistry {
   std::unique_ptr<Registry> registry;
 };
 
-// `candidates` followed by `extra`.
-std::vector<CandidateSpec> With(std::vector<CandidateSpec> candidates,
-                                const std::vector<CandidateSpec>& extra) {
+// The backend's own candidates, then those the options add (tests), then any a
+// test daemon binary adds for this backend.
+std::vector<CandidateSpec> WithExtra(std::vector<CandidateSpec> candidates,
+                                     const std::vector<CandidateSpec>& extra,
+                                     const ExtraCandidates& linked, std::string_view backend) {
   candidates.insert(candidates.end(), extra.begin(), extra.end());
+  if (linked) {
+    for (CandidateSpec& c : linked(backend)) candidates.push_back(std::move(c));
+  }
   return candidates;
 }
 
-absl::StatusOr<BackendAndRegistry> CreateCpu(const std::vector<CandidateSpec>& extra) {
+absl::StatusOr<BackendAndRegistry> CreateCpu(const std::vector<CandidateSpec>& extra,
+                                             const ExtraCandidates& linked) {
   ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> cpu, CpuBackend::Create(CpuBackendOptions{}));
   ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
-                   Registry::Create(With(CpuCandidates(cpu->threads()), extra), *cpu));
+                   Registry::Create(WithExtra(CpuCandidates(cpu->threads()), extra, linked, "cpu"),
+                                    *cpu));
   return BackendAndRegistry{std::move(cpu), std::move(registry)};
 }
 
@@ -65,6 +76,7 @@ bool IsGpuUuid(const std::string& device) { return absl::StartsWith(device, "GPU
 
 #ifdef ARBITER_WITH_CUDA
 absl::StatusOr<BackendAndRegistry> CreateCuda(const std::vector<CandidateSpec>& extra,
+                                              const ExtraCandidates& linked,
                                               const std::string& device) {
   if (cuda::CudaBackend::VisibleDevices() <= 0) {
     return absl::FailedPreconditionError("backend cuda: no CUDA device is visible");
@@ -77,30 +89,32 @@ absl::StatusOr<BackendAndRegistry> CreateCuda(const std::vector<CandidateSpec>& 
   }
   ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> gpu, cuda::CudaBackend::Create(options));
   ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
-                   Registry::Create(With(cuda::CudaCandidates(*gpu), extra), *gpu));
+                   Registry::Create(WithExtra(cuda::CudaCandidates(*gpu), extra, linked, "cuda"),
+                                    *gpu));
   return BackendAndRegistry{std::move(gpu), std::move(registry)};
 }
 #endif
 
 absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind,
-                                                const std::vector<CandidateSpec>& extra,
-                                                const std::string& device) {
+                                                 const std::vector<CandidateSpec>& extra,
+                                                 const ExtraCandidates& linked,
+                                                 const std::string& device) {
   // A daemon told which GPU to own serves that GPU or does not start.
   if (kind == BackendKind::kAuto && !device.empty()) kind = BackendKind::kCuda;
   switch (kind) {
     case BackendKind::kCpu:
-      return CreateCpu(extra);
+      return CreateCpu(extra, linked);
     case BackendKind::kCuda:
 #ifdef ARBITER_WITH_CUDA
-      return CreateCuda(extra, device);
+      return CreateCuda(extra, linked, device);
 #else
       return absl::FailedPreconditionError("backend cuda: this arbiterd was built without CUDA");
 #endif
     case BackendKind::kAuto:
 #ifdef ARBITER_WITH_CUDA
-      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda(extra, device);
+      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda(extra, linked, device);
 #endif
-      return CreateCpu(extra);
+      return CreateCpu(extra, linked);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("backend: no such kind (", static_cast<int>(kind), ")"));
@@ -160,6 +174,14 @@ absl::Status ValidateOptions(const DaemonOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("noise-floor: expected a finite value >= 0, got ", a.noise.noise_floor));
   }
+  if (!(a.measure.wall_limit_seconds > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("tuning-budget-seconds: expected > 0, got ",
+                                                   a.measure.wall_limit_seconds));
+  }
+  if (!(a.tuning_hang_seconds > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tuning-hang-seconds: expected > 0, got ", a.tuning_hang_seconds));
+  }
   if (a.refine.hot_after < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("refine-after: expected >= 0, got ", a.refine.hot_after));
@@ -187,6 +209,31 @@ absl::Status WritePortFile(const std::string& path, const std::string& text) {
   }
   return absl::OkStatus();
 }
+
+// The tuning intent file: as given, else beside a file store; none for an in-memory or remote one.
+std::string IntentFileFor(const DaemonOptions& o) {
+  if (!o.arbiter.tuning_intent_file.empty()) return o.arbiter.tuning_intent_file;
+  if (o.store_path.empty() || o.store_path == ":memory:" ||
+      o.store_path.find("://") != std::string::npos) {
+    return "";
+  }
+  return o.store_path + ".intent";
+}
+
+// A candidate hung or faulted the device while being measured: the engine cannot
+// go on. Exiting lets the supervisor restart arbiterd, and the restart
+// quarantines the candidate the intent file names.
+[[noreturn]] void ExitOnCandidateFault(const absl::Status& fault) {
+  spdlog::critical(
+      "exiting with status {} so that the supervisor restarts arbiterd: {}; the candidate is "
+      "quarantined when it starts again",
+      kExitCandidateFault, fault.ToString());
+  spdlog::default_logger()->flush();
+  std::_Exit(kExitCandidateFault);
+}
+
+// How long past the grace period Shutdown waits for work to notice it is over.
+constexpr auto kShutdownMargin = std::chrono::seconds(1);
 
 // "127.0.0.1:0" with port 43117 -> "127.0.0.1:43117"; a unix address as it is.
 std::string BoundAddress(const std::string& listen, int port) {
@@ -270,9 +317,10 @@ absl::StatusOr<std::vector<std::string>> ParseListeners(std::string_view listen)
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options,
+                                                        ExtraCandidates extra) {
   RETURN_IF_ERROR(ValidateOptions(options));
-  std::unique_ptr<Daemon> daemon(new Daemon(options));
+  std::unique_ptr<Daemon> daemon(new Daemon(options, std::move(extra)));
   RETURN_IF_ERROR(daemon->Start());
   return daemon;
 }
@@ -286,7 +334,8 @@ absl::Status Daemon::Start() {
                    MakeServerCredentials(options_.tls));
 
   ASSIGN_OR_RETURN(BackendAndRegistry device,
-                   CreateBackend(options_.backend, options_.extra_candidates, options_.device));
+                   CreateBackend(options_.backend, options_.extra_candidates, extra_,
+                                 options_.device));
   const DeviceInfo info = device.backend->info();
   spdlog::info("backend {}: {} ({}), {} candidates registered", info.backend, info.name,
                info.arch, device.registry->candidates().size());
@@ -313,6 +362,11 @@ absl::Status Daemon::Start() {
 
   ArbiterOptions engine = options_.arbiter;
   if (engine.workers == 0) engine.workers = DefaultWorkers(info.backend);
+  engine.tuning_intent_file = IntentFileFor(options_);
+  if (!engine.on_fault) engine.on_fault = ExitOnCandidateFault;
+  if (!engine.tuning_intent_file.empty()) {
+    spdlog::info("tuning intent file {}", engine.tuning_intent_file);
+  }
   ASSIGN_OR_RETURN(arbiter_, Arbiter::Create(engine, std::move(device.backend),
                                              std::move(device.registry), std::move(store)));
   arbiter_->set_observer(metrics_.get());
@@ -370,6 +424,8 @@ absl::Status Daemon::Start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(metrics_->NewInterceptorFactory(options_.max_message_bytes));
+  calls_ = std::make_unique<CallTracker>();
+  interceptors.push_back(calls_->NewInterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(dispatch_.get());
   builder.RegisterService(admin_.get());
@@ -443,10 +499,10 @@ void Daemon::WatchHealth() {
   mu_.Unlock();
 }
 
-void Daemon::Shutdown() {
+bool Daemon::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return;
+    if (stopping_) return clean_;
     stopping_ = true;
     if (server_ != nullptr) {
       // Every service NOT_SERVING from now on; later updates are ignored.
@@ -457,15 +513,57 @@ void Daemon::Shutdown() {
     }
   }
   if (health_watcher_.joinable()) health_watcher_.join();
+  const auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(options_.shutdown_grace_seconds));
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  // Measurements first: nothing queued starts, and the running one stops at its
+  // next checkpoint, so no caller waits for one.
+  if (arbiter_ != nullptr) arbiter_->StopTuning();
   if (server_ != nullptr) {
-    spdlog::info("shutting down: in-flight calls get {} s", options_.shutdown_grace_seconds);
-    const auto deadline =
-        std::chrono::system_clock::now() +
-        std::chrono::duration_cast<std::chrono::system_clock::duration>(
-            std::chrono::duration<double>(options_.shutdown_grace_seconds));
-    server_->Shutdown(deadline);
-    server_->Wait();
-    server_.reset();
+    spdlog::info("shutting down: {} calls in flight get up to {} s", calls_->in_flight(),
+                 options_.shutdown_grace_seconds);
+    // Shutdown stops accepting at once and returns when every call has ended and
+    // every connection closed, cancelling what is left at the deadline. It runs
+    // aside: its wait for idle connections is cut short below.
+    std::promise<void> done;
+    std::future<void> stopped = done.get_future();
+    std::thread stopper([server = server_.get(),
+                         until = std::chrono::system_clock::now() + grace,
+                         done = std::move(done)]() mutable {
+      server->Shutdown(until);
+      server->Wait();
+      done.set_value();
+    });
+    calls_->WaitIdle(absl::Now() + absl::FromChrono(grace));
+    // No call in flight: a client's idle connection is all that is left, and the
+    // clients are told by the connection closing (repeated: it only reaches the
+    // connections open when it runs).
+    while (stopped.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+      if (calls_->in_flight() == 0) grpc_server_cancel_all_calls(server_->c_server());
+      if (stopped.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready) break;
+      if (std::chrono::steady_clock::now() > deadline + kShutdownMargin) {
+        clean_ = false;
+        break;
+      }
+    }
+    if (clean_) {
+      stopper.join();
+      server_.reset();
+    } else {
+      spdlog::warn("shutdown grace spent with {} calls still running inside a kernel; exiting "
+                   "without waiting for them",
+                   calls_->in_flight());
+      stopper.detach();
+    }
+  }
+  if (clean_ && arbiter_ != nullptr && !arbiter_->WaitTuningStopped(deadline + kShutdownMargin)) {
+    spdlog::warn("shutdown grace spent with a measurement still inside a kernel; exiting "
+                 "without waiting for it");
+    clean_ = false;
+  }
+  if (!clean_) {
+    if (arbiter_ != nullptr) arbiter_->AbandonTuning();
+    return false;
   }
   admin_.reset();
   dispatch_.reset();
@@ -474,11 +572,11 @@ void Daemon::Shutdown() {
   metrics_endpoint_.reset();
   if (metrics_ != nullptr) metrics_->SetStateProbe(nullptr);
   if (arbiter_ != nullptr) {
-    arbiter_->WaitIdle();
     arbiter_.reset();  // closes the store
     spdlog::info("verdict store {} closed", RedactStoreLocation(options_.store_path));
   }
   metrics_.reset();
+  return true;
 }
 
 std::string Daemon::fd_socket_path() const {
@@ -489,8 +587,20 @@ int Daemon::metrics_port() const {
   return metrics_endpoint_ != nullptr ? metrics_endpoint_->port() : 0;
 }
 
-Daemon::Daemon(const DaemonOptions& options) : options_(options) {}
+Daemon::Daemon(const DaemonOptions& options, ExtraCandidates extra)
+    : options_(options), extra_(std::move(extra)) {}
 
-Daemon::~Daemon() { Shutdown(); }
+Daemon::~Daemon() {
+  if (Shutdown()) return;
+  // Work still runs inside a kernel and uses these: leaked on purpose, the process is ending.
+  (void)server_.release();
+  (void)admin_.release();
+  (void)dispatch_.release();
+  (void)fd_socket_.release();
+  (void)arbiter_.release();
+  (void)metrics_endpoint_.release();
+  (void)metrics_.release();
+  (void)calls_.release();
+}
 
 }  // namespace arbiter::server

@@ -10,13 +10,22 @@
 // from the first moment of Shutdown.
 //
 // Owns everything it composes. Shutdown (or the destructor): NOT_SERVING, stop
-// accepting, give in-flight calls the grace period, cancel the rest, wait for
-// background tuning, close the store.
+// accepting, drop queued measurements and stop the running one at its next
+// checkpoint, wait for the calls in flight - and only for them - up to the grace
+// period, cancel the rest, close the store. With nothing in flight it returns at
+// once. Work still inside a kernel when the grace is spent is not waited for:
+// Shutdown says so and the process must exit without destroying the Daemon.
+//
+// A candidate that hangs or faults the device while being measured ends the
+// process (exit status kExitCandidateFault, after logging why); the intent
+// file beside the store makes the restarted daemon quarantine it.
 //
 // Thread-safe: Shutdown may be called from any thread, more than once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,6 +46,7 @@ class DispatchService;
 class AdminService;
 class FdSocket;
 class AdminAuth;
+class CallTracker;
 class Metrics;
 class MetricsEndpoint;
 
@@ -53,6 +63,14 @@ enum class BackendKind {
 std::string_view BackendKindName(BackendKind kind);  // "auto", "cpu", "cuda"
 // INVALID_ARGUMENT `backend: expected auto, cpu or cuda, got "tpu"` for any other name.
 absl::StatusOr<BackendKind> ParseBackendKind(std::string_view name);
+
+// arbiterd's exit status when a candidate hung or faulted the device while being
+// measured: the supervisor restarts it, and the restart quarantines the candidate.
+inline constexpr int kExitCandidateFault = 3;
+
+// Candidates a test daemon adds to the registry of `backend` ("cpu" or "cuda"),
+// e.g. planted faulting ones (tests/integration/arbiterd_faults). arbiterd adds none.
+using ExtraCandidates = std::function<std::vector<CandidateSpec>(std::string_view backend)>;
 
 // "127.0.0.1:0,unix:/run/a.sock" -> {"127.0.0.1:0", "unix:/run/a.sock"}.
 // INVALID_ARGUMENT for an empty list or entry, or a unix: address with no path.
@@ -81,7 +99,7 @@ struct DaemonOptions {
   // noise, limits, region quotas, resident tensors.
   ArbiterOptions arbiter = EngineDefaults();
   int64_t max_message_bytes = 600ll << 20;   // 8192^2 f32 A and B (512 MiB) plus headroom
-  double shutdown_grace_seconds = 10;        // in-flight calls get this long before cancellation
+  double shutdown_grace_seconds = 10;        // in-flight calls get at most this long after SIGTERM
   std::string port_file;                     // once serving: the first TCP listener's bound port, else the unix address
   double health_poll_seconds = 1;            // how often the backend's health is polled
   std::string admin_token_file;              // bearer token for Admin; empty: loopback listeners only
@@ -91,12 +109,15 @@ struct DaemonOptions {
   // Tests only (no flag sets it): candidates registered after the backend's own,
   // e.g. planted wrong kernels that show the daemon catches them.
   std::vector<CandidateSpec> extra_candidates;
+  // arbiter.tuning_intent_file, when empty, is "<store>.intent" beside a file store (none for
+  // ":memory:" or a store URI).
 };
 
 class Daemon {
  public:
-  static absl::StatusOr<std::unique_ptr<Daemon>> Create(const DaemonOptions& options);
-  ~Daemon();
+  static absl::StatusOr<std::unique_ptr<Daemon>> Create(const DaemonOptions& options,
+                                                        ExtraCandidates extra = nullptr);
+  ~Daemon();  // Shutdown; what a timed-out Shutdown left running is leaked, not destroyed
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
@@ -109,16 +130,20 @@ class Daemon {
   // The fd socket's path (the first Unix listener's path + ".fd"); empty without one.
   std::string fd_socket_path() const;
 
-  // NOT_SERVING, then stops the server within the grace period and closes the store.
-  void Shutdown();
+  // NOT_SERVING, then stops the server within the grace period and closes the
+  // store. False when the grace ran out with work still inside a kernel: the
+  // caller must then exit the process at once (std::_Exit), not destroy the Daemon.
+  bool Shutdown();
 
  private:
-  explicit Daemon(const DaemonOptions& options);
+  Daemon(const DaemonOptions& options, ExtraCandidates extra);
   absl::Status Start();
   void WatchHealth();
   void SetServing(bool serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const DaemonOptions options_;
+  const ExtraCandidates extra_;
+  std::unique_ptr<CallTracker> calls_;  // outlives the server whose calls it counts
   std::unique_ptr<AdminAuth> auth_;
   std::unique_ptr<Metrics> metrics_;  // the Arbiter's observer: outlives it
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;  // GET /metrics, when asked for
@@ -135,6 +160,7 @@ class Daemon {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // set once, by Shutdown; wakes the health watcher
   bool store_up_ ABSL_GUARDED_BY(mu_) = true;  // as the health watcher last saw it
   bool serving_ ABSL_GUARDED_BY(mu_) = false;   // what grpc.health.v1 reports now
+  std::atomic<bool> clean_{true};  // what the first Shutdown returned (later calls return it again)
 };
 
 }  // namespace arbiter::server

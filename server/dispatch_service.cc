@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
 #include "server/fd_socket.h"
+#include "server/grpc_call.h"
 #include "server/metrics.h"
 #include "server/status_util.h"
 
@@ -88,7 +89,7 @@ grpc::Status DispatchService::Matmul(grpc::ServerContext* context,
 grpc::Status DispatchService::Select(grpc::ServerContext* context,
                                      const v1::SelectRequest* request,
                                      v1::SelectResponse* response) {
-  return Reply(*context, "select", DoSelect(*request, response));
+  return Reply(*context, "select", DoSelect(*request, CallContextOf(*context), response));
 }
 
 absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
@@ -130,7 +131,10 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
   SelectOptions options;
   ASSIGN_OR_RETURN(options.required, DeterminismFromProto(request.required_determinism()));
   ASSIGN_OR_RETURN(options.tuning, TuningFromProto(request.tuning()));
-  options.deadline = WorkDeadline(context.deadline());
+  const CallContext call = CallContextOf(context);
+  options.deadline = call.deadline;
+  options.cancelled = call.cancelled;
+  options.peer = call.peer;
 
   operands.a = request.a().data();
   operands.a_bytes = request.a().size();
@@ -164,13 +168,16 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
   return absl::OkStatus();
 }
 
-absl::Status DispatchService::DoSelect(const v1::SelectRequest& request,
+absl::Status DispatchService::DoSelect(const v1::SelectRequest& request, const CallContext& call,
                                        v1::SelectResponse* response) {
   ASSIGN_OR_RETURN(const Problem problem,
                    ProblemFromProto(request.problem(), arbiter_.options().limits));
   SelectOptions options;
   ASSIGN_OR_RETURN(options.required, DeterminismFromProto(request.required_determinism()));
   ASSIGN_OR_RETURN(options.tuning, TuningFromProto(request.tuning()));
+  options.deadline = call.deadline;
+  options.cancelled = call.cancelled;
+  options.peer = call.peer;
   ASSIGN_OR_RETURN(const std::shared_ptr<const Selection> selection,
                    arbiter_.SelectShared(problem, options));
   ToProto(*selection, response);

@@ -7,8 +7,9 @@
 // allocation, and engine errors reach the client through status_util
 // unchanged. A bad request is answered with an error; it never takes the
 // daemon down. A Matmul whose gRPC deadline passes before its kernel starts
-// (queued behind other work) is not run: DEADLINE_EXCEEDED. A Matmul whose
-// reply (C and the response's other fields) could not fit in
+// (queued behind other work) is not run: DEADLINE_EXCEEDED; a call whose client
+// went away leaves every queue at once (its waits poll ServerContext::IsCancelled).
+// A Matmul whose reply (C and the response's other fields) could not fit in
 // --max-message-bytes is refused before any work: RESOURCE_EXHAUSTED.
 //
 // Callers: a call carrying "arbiter-session" metadata is that session's peer
@@ -71,7 +72,8 @@ class DispatchService final : public v1::Dispatch::Service {
  private:
   absl::Status DoMatmul(const grpc::ServerContext& context, const v1::MatmulRequest& request,
                         v1::MatmulResponse* response);
-  absl::Status DoSelect(const v1::SelectRequest& request, v1::SelectResponse* response);
+  absl::Status DoSelect(const v1::SelectRequest& request, const CallContext& call,
+                        v1::SelectResponse* response);
   absl::Status DoRegisterRegion(const grpc::ServerContext& context,
                                 const v1::RegisterRegionRequest& request,
                                 v1::RegisterRegionResponse* response);

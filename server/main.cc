@@ -1,4 +1,6 @@
 // arbiterd: parse flags, build DaemonOptions, Daemon::Create, wait for SIGTERM/SIGINT.
+// Test daemons are built from this same file, linking their own TestCandidates()
+// (server/test_candidates.h).
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
@@ -15,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "server/daemon.h"
 #include "server/logging.h"
+#include "server/test_candidates.h"
 
 // --tuning and --backend parse into their enums, so a bad value stops arbiterd
 // before it starts, naming the flag (absl finds these by argument-dependent lookup).
@@ -109,6 +112,17 @@ ABSL_FLAG(std::string, tls_key, Defaults().tls.key_file,
           "PEM private key for the listener (with --tls-cert)");
 ABSL_FLAG(std::string, metrics_listen, Defaults().metrics_listen,
           "host:port serving Prometheus /metrics; empty: none");
+ABSL_FLAG(double, tuning_budget_seconds, Defaults().arbiter.measure.wall_limit_seconds,
+          "longest a bucket's timing phase runs (wall clock); past it, sampling stops and keeps what it has");
+ABSL_FLAG(size_t, tuning_queue, Defaults().arbiter.tuning_queue,
+          "buckets queued or being measured; a miss past it is answered with the tier default");
+ABSL_FLAG(size_t, tuning_queue_per_peer, Defaults().arbiter.tuning_queue_per_peer,
+          "of those, how many one client host may have asked for");
+ABSL_FLAG(double, tuning_hang_seconds, Defaults().arbiter.tuning_hang_seconds,
+          "a candidate under measurement with no progress this long has hung: arbiterd exits (status "
+          "3) and quarantines it on restart");
+ABSL_FLAG(std::string, tuning_intent_file, Defaults().arbiter.tuning_intent_file,
+          "where the candidate being measured is recorded; empty: <store>.intent beside a file store");
 
 namespace {
 
@@ -156,6 +170,11 @@ DaemonOptions OptionsFromFlags() {
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.arbiter.measure.wall_limit_seconds = absl::GetFlag(FLAGS_tuning_budget_seconds);
+  options.arbiter.tuning_queue = absl::GetFlag(FLAGS_tuning_queue);
+  options.arbiter.tuning_queue_per_peer = absl::GetFlag(FLAGS_tuning_queue_per_peer);
+  options.arbiter.tuning_hang_seconds = absl::GetFlag(FLAGS_tuning_hang_seconds);
+  options.arbiter.tuning_intent_file = absl::GetFlag(FLAGS_tuning_intent_file);
   return options;
 }
 
@@ -185,7 +204,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto daemon = arbiter::server::Daemon::Create(OptionsFromFlags());
+  auto daemon = arbiter::server::Daemon::Create(OptionsFromFlags(), arbiter::server::TestCandidates());
   if (!daemon.ok()) {
     spdlog::critical("arbiterd failed to start: {}", daemon.status().ToString());
     return 1;
@@ -193,6 +212,10 @@ int main(int argc, char** argv) {
   int signal = 0;
   sigwait(&signals, &signal);
   spdlog::info("received {}, shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
-  (*daemon)->Shutdown();
+  if (!(*daemon)->Shutdown()) {
+    // Work still inside a kernel when the grace ran out: exit without waiting for it.
+    spdlog::default_logger()->flush();
+    std::_Exit(0);
+  }
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_regions.h"
 #include "backends/cuda/cuda_stream.h"
+#include "backends/cuda/cuda_uuid.h"
 #include "backends/cuda/device_pool.h"
 #include "backends/cuda/nvml_clock.h"
 
@@ -32,16 +33,6 @@ namespace {
 
 // 13000 -> "13.0": how CUDA encodes its versions (1000 * major + 10 * minor).
 std::string CudaVersionText(int v) { return absl::StrCat(v / 1000, ".", (v % 1000) / 10); }
-
-std::string UuidText(const cudaUUID_t& uuid) {
-  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
-  char text[64];
-  std::snprintf(text, sizeof(text),
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
-  return text;
-}
 
 absl::StatusOr<std::string> CublasVersionText() {
   int major = 0, minor = 0, patch = 0;

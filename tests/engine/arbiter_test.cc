@@ -1,9 +1,11 @@
 #include "engine/arbiter.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -93,9 +95,10 @@ class OutageStore final : public VerdictStore {
     return inner_->ClearQuarantine(fp, c);
   }
   absl::StatusOr<std::unique_ptr<StoreLease>> TryLease(const std::string& fp, DType d,
-                                                       const Bucket& b) override {
+                                                       const Bucket& b,
+                                                       const VerdictScope& s) override {
     RETURN_IF_ERROR(Up());
-    return inner_->TryLease(fp, d, b);
+    return inner_->TryLease(fp, d, b, s);
   }
   std::unique_ptr<StoreSubscription> Subscribe(
       std::function<void(const StoreChange&)> on_change) override {
@@ -518,8 +521,8 @@ TEST_F(ArbiterTest, ConcurrentSyncRequestsForOneBucketShareOneMeasurement) {
   EXPECT_EQ(arbiter->measurements(), 1);
 }
 
-TEST_F(ArbiterTest, QueuedBackgroundTuningIsDroppedOnceASyncRequestMeasuredTheBucket) {
-  // Kernels block only on q's shape, so the tuning thread can be held busy on q.
+TEST_F(ArbiterTest, ABucketQueuedForTheBackgroundAndAskedForSynchronouslyIsMeasuredOnce) {
+  // Kernels block only on q's shape, so the measuring thread can be held busy on q.
   const Problem q{DType::kF32, 8, 8, 8};
   auto gate = std::make_shared<Gate>();
   std::vector<CandidateSpec> c;
@@ -531,19 +534,21 @@ TEST_F(ArbiterTest, QueuedBackgroundTuningIsDroppedOnceASyncRequestMeasuredTheBu
   }));
   options_.workers = 2;
   auto arbiter = Start(std::move(c));
+  auto first = std::async(std::launch::async, [&] { return arbiter->Select(q, {}); });
+  gate->WaitEntered();  // the measuring thread holds q
   SelectOptions async;
-  async.tuning = TuningPolicy::kAsync;  // less than the daemon's sync: allowed
-  ASSERT_TRUE(arbiter->Select(q, async).ok());  // the tuning thread takes q and blocks in it
-  gate->WaitEntered();
-  auto queued = arbiter->Select(p_, async);      // p_ waits in the queue behind q
+  async.tuning = TuningPolicy::kAsync;
+  auto queued = arbiter->Select(p_, async);  // p_ waits in the queue behind q
   ASSERT_TRUE(queued.ok());
   EXPECT_EQ(queued->source, VerdictSource::kProvisional);
-  auto measured = arbiter->Select(p_, {});  // the daemon's sync: measured now, on the second stream
+  auto waiting = std::async(std::launch::async, [&] { return arbiter->Select(p_, {}); });
+  gate->Open();
+  const absl::StatusOr<Selection> measured = waiting.get();  // joined the queued entry
   ASSERT_TRUE(measured.ok()) << measured.status();
   EXPECT_EQ(measured->source, VerdictSource::kMeasured);
-  gate->Open();
+  EXPECT_TRUE(first.get().ok());
   arbiter->WaitIdle();
-  EXPECT_EQ(arbiter->measurements(), 2);  // q once, p_ once: the queued p_ was not measured again
+  EXPECT_EQ(arbiter->measurements(), 2);  // q once, p_ once
 }
 
 TEST_F(ArbiterTest, TuningOffAnswersWithTheTierDefault) {
@@ -836,6 +841,148 @@ TEST_F(ArbiterTest, ARequestForNoTuningIsAnsweredWithTheTierDefaultByASyncDaemon
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->source, VerdictSource::kTierDefault);
   EXPECT_EQ(arbiter->measurements(), 0);
+}
+
+// A candidate whose kernels wait at `gate` on problem `q` only, and log the M of every run.
+struct Logged {
+  std::shared_ptr<Gate> gate = std::make_shared<Gate>();
+  std::shared_ptr<std::mutex> mu = std::make_shared<std::mutex>();
+  std::shared_ptr<std::vector<int64_t>> runs = std::make_shared<std::vector<int64_t>>();
+  CandidateSpec Candidate(const std::string& name, const Problem& q) const {
+    return FakeCandidate(name, 2, [gate = gate, mu = mu, runs = runs, q](const GemmArgs& a) {
+      if (a.problem == q) gate->Pass();
+      {
+        std::lock_guard lock(*mu);
+        runs->push_back(a.problem.m);
+      }
+      NaiveGemm(a, a.problem.k, a.problem.m);
+      static_cast<FakeStream*>(a.stream)->Advance(5e-6);
+      return absl::OkStatus();
+    });
+  }
+};
+
+TEST_F(ArbiterTest, ASyncMissPastTheTuningQueueIsAnsweredWithTheTierDefaultSayingWhy) {
+  const Problem q{DType::kF32, 8, 8, 8};
+  Logged logged;
+  std::vector<CandidateSpec> c;
+  c.push_back(logged.Candidate("logged", q));
+  options_.tuning_queue = 1;
+  options_.workers = 2;
+  auto arbiter = Start(std::move(c));
+  auto first = std::async(std::launch::async, [&] { return arbiter->Select(q, {}); });
+  logged.gate->WaitEntered();
+
+  auto s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->source, VerdictSource::kTierDefault);
+  EXPECT_NE(s->reason.find("tuning queue full"), std::string::npos) << s->reason;
+  logged.gate->Open();
+  EXPECT_TRUE(first.get().ok());
+  arbiter->WaitIdle();
+  EXPECT_EQ(arbiter->measurements(), 1);
+}
+
+TEST_F(ArbiterTest, ADispatchQueuedBehindAMeasurementRunsBetweenItsSamples) {
+  const Problem q{DType::kF32, 8, 8, 8};
+  Logged logged;
+  std::vector<CandidateSpec> c;
+  c.push_back(logged.Candidate("logged", q));
+  options_.workers = 1;
+  auto arbiter = Start(std::move(c));
+  ASSERT_TRUE(arbiter->Force(p_, "logged", "dispatched without measuring").ok());
+  auto measuring = std::async(std::launch::async, [&] { return arbiter->Select(q, {}); });
+  logged.gate->WaitEntered();  // the measurement holds the only stream
+  std::vector<float> a(p_.m * p_.k), b(p_.k * p_.n);
+  FillRandom(DType::kF32, a.data(), a.size(), 7);
+  FillRandom(DType::kF32, b.data(), b.size(), 8);
+  auto dispatch = std::async(std::launch::async, [&] {
+    return arbiter->Dispatch(p_, {}, a.data(), a.size() * 4, b.data(), b.size() * 4);
+  });
+  auto queued = [&] { return arbiter->queue_depth() == 1; };
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!queued() && std::chrono::steady_clock::now() < limit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // between checks
+  }
+  ASSERT_TRUE(queued());
+
+  logged.gate->Open();
+  ASSERT_TRUE(dispatch.get().ok());
+  ASSERT_TRUE(measuring.get().ok());
+  std::lock_guard lock(*logged.mu);
+  const auto at = std::find(logged.runs->begin(), logged.runs->end(), p_.m);
+  ASSERT_NE(at, logged.runs->end());
+  // The measurement went on after the dispatch had run: it lent its stream mid-way.
+  EXPECT_NE(std::find(at, logged.runs->end(), q.m), logged.runs->end());
+}
+
+class ArbiterRestartTest : public ArbiterTest {
+ protected:
+  void SetUp() override {
+    ArbiterTest::SetUp();
+    options_.tuning_intent_file = (dir_ / "verdicts.db.intent").string();
+  }
+  // What a daemon that died measuring left behind.
+  void DiedMeasuring(const std::string& candidate, int version, const Problem& p,
+                     const std::string& cause = "") {
+    auto journal = IntentJournal::Open(options_.tuning_intent_file);
+    ASSERT_TRUE(journal.ok()) << journal.status();
+    ASSERT_TRUE((*journal)->Record(Intent{candidate, version, p, "timing", cause, 4242, 0}).ok());
+  }
+  std::vector<QuarantineEntry> Quarantined(Arbiter& arbiter) {
+    auto q = arbiter.ListQuarantine();
+    EXPECT_TRUE(q.ok()) << q.status();
+    return q.ok() ? *q : std::vector<QuarantineEntry>{};
+  }
+};
+
+TEST_F(ArbiterRestartTest, TheCandidateRunningWhenTheDaemonDiedIsQuarantinedForThatBucket) {
+  DiedMeasuring("fast", 1, p_);
+  auto arbiter = Start(Standard());
+  const std::vector<QuarantineEntry> q = Quarantined(*arbiter);
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(q[0].candidate, "fast");
+  EXPECT_EQ(q[0].scope, BucketKeyOf(p_).ToString());
+  EXPECT_NE(q[0].reason.find("died while measuring it"), std::string::npos) << q[0].reason;
+  EXPECT_NE(q[0].reason.find("f32 24x40x64"), std::string::npos) << q[0].reason;
+  // The bucket is measured without it; other buckets still have it.
+  auto s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->verdict->Result("fast"), nullptr);
+  auto other = arbiter->Select(Problem{DType::kF32, 100, 100, 100}, {});
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(other->verdict->Result("fast"), nullptr);
+  // Learned once: the journal no longer names it.
+  arbiter.reset();
+  auto again = Start(Standard());
+  EXPECT_EQ(Quarantined(*again).size(), 1u);
+}
+
+TEST_F(ArbiterRestartTest, TheCauseTheDaemonSawIsTheQuarantinesReason) {
+  DiedMeasuring("vendor", 1, p_, "hung: no progress for 300s in its timing phase");
+  auto arbiter = Start(Standard());
+  const std::vector<QuarantineEntry> q = Quarantined(*arbiter);
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_NE(q[0].reason.find("hung: no progress for 300s"), std::string::npos) << q[0].reason;
+}
+
+TEST_F(ArbiterRestartTest, ASecondDeathInAnotherBucketQuarantinesTheCandidateForTheDtype) {
+  DiedMeasuring("fast", 1, p_);
+  Start(Standard()).reset();
+  DiedMeasuring("fast", 1, Problem{DType::kF32, 100, 100, 100});
+  auto arbiter = Start(Standard());
+  const std::vector<QuarantineEntry> q = Quarantined(*arbiter);
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_TRUE(std::any_of(q.begin(), q.end(), [](const QuarantineEntry& e) { return e.scope == "f32"; }));
+  auto s = arbiter->Select(Problem{DType::kF32, 300, 20, 30}, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->verdict->Result("fast"), nullptr);
+}
+
+TEST_F(ArbiterRestartTest, ACandidateWhoseVersionChangedSinceIsNotBlamed) {
+  DiedMeasuring("fast", 1, p_);
+  auto arbiter = Start(Standard(/*fast_version=*/2));
+  EXPECT_TRUE(Quarantined(*arbiter).empty());
 }
 
 }  // namespace

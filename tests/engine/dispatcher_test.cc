@@ -197,7 +197,7 @@ class DispatcherTest : public ::testing::Test, public ArbiterObserver {
     return *s;
   }
   absl::StatusOr<DispatchResult> Run(const Selection& s) {
-    return dispatcher_->Run(p_, s, std::nullopt, a_.data(), b_.data());
+    return dispatcher_->Run(p_, s, CallContext{}, a_.data(), b_.data());
   }
 
   void OnDispatch(const Problem&, const Selection&, double, const absl::Status& s) override {

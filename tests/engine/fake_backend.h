@@ -141,9 +141,20 @@ class FakeBackend final : public Backend {
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override {
     return std::make_unique<FakeStream>();
   }
+  absl::Status Health() const override {
+    std::lock_guard lock(health_mu_);
+    return health_;
+  }
+  // A planted device fault: Health() reports `status` from now on.
+  void SetHealth(absl::Status status) {
+    std::lock_guard lock(health_mu_);
+    health_ = std::move(status);
+  }
 
  private:
   DeviceInfo info_;
+  mutable std::mutex health_mu_;
+  absl::Status health_;
 };
 
 // Naive matmul with f32 accumulation for 16-bit dtypes and f32, f64 for f64;

@@ -36,7 +36,7 @@ class MeasurerTest : public ::testing::Test {
     registry_ = std::move(*registry);
     std::vector<const RegisteredCandidate*> order;
     for (const RegisteredCandidate& c : registry_->candidates()) order.push_back(&c);
-    Measurer measurer(backend_, stream_, options_);
+    Measurer measurer(backend_, stream_, options_, hooks_);
     return measurer.Race(p, order);
   }
   // The measurements of Race, which must succeed.
@@ -46,6 +46,7 @@ class MeasurerTest : public ::testing::Test {
     return r.ok() ? r->measurements : std::vector<Measurement>{};
   }
 
+  MeasureHooks* hooks_ = nullptr;  // passed to the Measurer when set
   FakeBackend backend_;
   FakeStream stream_;
   MeasureOptions options_;
@@ -387,6 +388,105 @@ TEST_F(MeasurerTest, TheReportSaysWhereTheTimeWentAndHowManyRoundsRan) {
   EXPECT_EQ(phases, (std::vector<std::string>{"setup", "reference", "oracle", "determinism",
                                               "warmup", "flush", "timing"}));
   EXPECT_EQ(r->sm_clock_min_mhz, 0.0);  // the fake device reports no clock
+}
+
+// Records what the measurer announces; the n-th checkpoint (from 1) fails when `fail_at` is set.
+class RecordingHooks final : public MeasureHooks {
+ public:
+  void Launching(const CandidateSpec& candidate, std::string_view phase) override {
+    launching = candidate.name;
+    phases.insert(candidate.name + ":" + std::string(phase));
+  }
+  absl::Status Checkpoint() override {
+    ++checkpoints;
+    if (fail_at > 0 && checkpoints >= fail_at) return absl::CancelledError("the caller went away");
+    return absl::OkStatus();
+  }
+  std::string launching;  // the candidate named last
+  std::set<std::string> phases;
+  int checkpoints = 0;
+  int fail_at = 0;
+};
+
+// A correct kernel that records when the hooks had not been told of its candidate last.
+KernelFn Announced(const std::string& name, const RecordingHooks& hooks,
+                   std::shared_ptr<std::vector<std::string>> unannounced) {
+  return [=, &hooks](const GemmArgs& a) {
+    if (hooks.launching != name) {
+      unannounced->push_back(name + " ran while told of \"" + hooks.launching + "\"");
+    }
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    static_cast<FakeStream*>(a.stream)->Advance(5e-6);
+    return absl::OkStatus();
+  };
+}
+
+TEST_F(MeasurerTest, EveryKernelRunsOnlyAfterItsCandidateWasAnnouncedForThePhase) {
+  RecordingHooks hooks;
+  hooks_ = &hooks;
+  auto unannounced = std::make_shared<std::vector<std::string>>();
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("first", 2, Announced("first", hooks, unannounced)));
+  c.push_back(FakeCandidate("second", 2, Announced("second", hooks, unannounced)));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].result.state, ResultState::kTimed) << m[0].result;
+  EXPECT_TRUE(unannounced->empty()) << (*unannounced)[0];
+  EXPECT_EQ(hooks.phases, (std::set<std::string>{"first:oracle", "first:determinism",
+                                                  "first:timing", "second:oracle",
+                                                  "second:determinism", "second:timing"}));
+  EXPECT_GT(hooks.checkpoints, m[0].result.samples);  // at least one before each sample
+}
+
+TEST_F(MeasurerTest, AFailedCheckpointStopsTheMeasurementWithItsStatusAndRunsNothingMore) {
+  RecordingHooks hooks;
+  hooks.fail_at = 5;  // before the candidate, after its oracle run, before the warm-up,
+                      // before its first timed sample, then here, before its second
+  hooks_ = &hooks;
+  auto runs = std::make_shared<int>(0);
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("only", 2, [runs](const GemmArgs& a) {
+    ++*runs;
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    static_cast<FakeStream*>(a.stream)->Advance(1e-6);
+    return absl::OkStatus();
+  }));
+  options_.stable_spread = -1;  // never stable: only the checkpoint can stop the sampling
+  const absl::StatusOr<MeasureReport> r = Race(std::move(c), p_);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  // oracle + determinism + warm-up + one sample; nothing after the failed checkpoint.
+  EXPECT_EQ(*runs, 2 + options_.warmup_runs + 1);
+}
+
+// A device fault is seen at the next checkpoint (the Tuner's checks the device's
+// health); the candidate named last then is the one blamed.
+class FaultingDeviceHooks final : public MeasureHooks {
+ public:
+  void Launching(const CandidateSpec& candidate, std::string_view) override {
+    launching = candidate.name;
+  }
+  absl::Status Checkpoint() override {
+    if (!device_faulted) return absl::OkStatus();
+    blamed = launching;
+    return absl::UnavailableError("device fault");
+  }
+  std::string launching;
+  std::string blamed;  // named when the fault was seen
+  bool device_faulted = false;
+};
+
+TEST_F(MeasurerTest, AFaultInTheLastCandidatesOracleRunIsSeenBeforeAnotherCandidateIsNamed) {
+  FaultingDeviceHooks hooks;
+  hooks_ = &hooks;
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("healthy", 2, TimedKernel(10e-6)));
+  c.push_back(FakeCandidate("faulting", 1, [&hooks](const GemmArgs&) {
+    hooks.device_faulted = true;  // as an illegal address: the run fails, the device is gone
+    return absl::InternalError("an illegal memory access was encountered");
+  }));
+  const absl::StatusOr<MeasureReport> r = Race(std::move(c), p_);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_EQ(hooks.blamed, "faulting");
 }
 
 }  // namespace

@@ -661,6 +661,36 @@ TYPED_TEST(VerdictStoreContractTest, LeaseIsExclusiveUntilReleased) {
   EXPECT_NE(*again, nullptr) << "a released lease was not granted again";
 }
 
+TYPED_TEST(VerdictStoreContractTest, AShapesLeaseIsApartFromItsBucketsAndFromOtherShapes) {
+  // A refinement of one shape and its bucket's measurement are measured apart, each
+  // by one daemon of the fleet at a time.
+  const Bucket bucket = BucketFor(512, 512, 512);
+  const VerdictScope shape = VerdictScope::Shape(Problem{DType::kF32, 480, 512, 512});
+  absl::StatusOr<std::unique_ptr<StoreLease>> whole =
+      this->store_->TryLease(kDevice, DType::kF32, bucket);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_NE(*whole, nullptr);
+  absl::StatusOr<std::unique_ptr<StoreLease>> refining =
+      this->store_->TryLease(kDevice, DType::kF32, bucket, shape);
+  ASSERT_TRUE(refining.ok()) << refining.status();
+  ASSERT_NE(*refining, nullptr) << "the bucket's lease held a refinement of one of its shapes";
+  absl::StatusOr<std::unique_ptr<StoreLease>> twice =
+      this->store_->TryLease(kDevice, DType::kF32, bucket, shape);
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  EXPECT_EQ(*twice, nullptr) << "a shape's lease was granted twice";
+  absl::StatusOr<std::unique_ptr<StoreLease>> other = this->store_->TryLease(
+      kDevice, DType::kF32, bucket, VerdictScope::Shape(Problem{DType::kF32, 448, 512, 512}));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(*other, nullptr) << "one shape's lease held another's";
+  if (!this->store_->shared()) return;
+  std::unique_ptr<VerdictStore> peer = this->OpenPeer("peer");
+  ASSERT_NE(peer, nullptr);
+  absl::StatusOr<std::unique_ptr<StoreLease>> theirs =
+      peer->TryLease(kDevice, DType::kF32, bucket, shape);
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  EXPECT_EQ(*theirs, nullptr) << "two daemons hold one shape's lease";
+}
+
 TYPED_TEST(VerdictStoreContractTest, LeaseIsExclusiveAcrossDaemons) {
   if (!this->store_->shared()) GTEST_SKIP() << "a SQLite store serves one daemon";
   const Bucket bucket = BucketFor(512, 512, 512);

@@ -133,6 +133,15 @@ int ArbiterdProcess::Terminate(double timeout_seconds) {
   return exit_status_;
 }
 
+int ArbiterdProcess::WaitExit(double timeout_seconds) {
+  const auto deadline = After(timeout_seconds);
+  while (!Exited()) {
+    if (Clock::now() >= deadline) return -1;
+    PollInterval();
+  }
+  return exit_status_;
+}
+
 std::string ArbiterdProcess::ReadLog() const {
   std::ifstream in(log_path_);
   std::stringstream buffer;

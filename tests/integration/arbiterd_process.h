@@ -42,6 +42,9 @@ class ArbiterdProcess {
   // SIGTERM, then waits up to `timeout_seconds` for exit. Returns the exit
   // status (WEXITSTATUS), 128+signal if killed by a signal, or -1 on timeout.
   int Terminate(double timeout_seconds = 30);
+  // Waits up to `timeout_seconds` for the daemon to exit on its own (a crash, a
+  // fault it exits for), without signalling it. Returns as Terminate does.
+  int WaitExit(double timeout_seconds = 60);
 
  private:
   ArbiterdProcess() = default;

@@ -8,11 +8,11 @@ for --seconds, with more Matmul clients than the queue admits, so that it is
 overloaded. Under overload a call may only be answered OK, RESOURCE_EXHAUSTED
 or DEADLINE_EXCEEDED; any other code fails the run. The daemon's RSS is sampled
 twice a second and must stay under --max-rss-mb; p50/p99 latency per method is
-reported. Afterwards the daemon is stopped with SIGTERM (exit 0; still running
-after 20 s is reported as a warning and killed until issue 10's item 4 bounds
-shutdown), the store
-passes SQLite's integrity_check, and a restarted daemon serves every force and
-verdict the Admin client last had acknowledged.
+reported. Afterwards the daemon is stopped with SIGTERM: it must exit 0 within
+--shutdown-grace-seconds plus a margin for a loaded machine (issue 10, item 4),
+else the run fails; the store then passes SQLite's integrity_check, and a
+restarted daemon serves every force and verdict the Admin client last had
+acknowledged.
 
 Kill loop: --kills times, the daemon is started on the same store, loaded, and
 killed with SIGKILL at a random moment while an Admin client forces, unforces,
@@ -58,7 +58,9 @@ service Health { rpc Check(HealthCheckRequest) returns (HealthCheckResponse); }
 START_SECONDS = 120
 CALL_SECONDS = 10  # each client call's deadline
 GRACE_SECONDS = 5  # --shutdown-grace-seconds
-SHUTDOWN_SECONDS = 20  # how long SIGTERM may take before the soak kills the daemon
+# How long SIGTERM may take: the grace, plus arbiterd's own margin (about 1 s) and
+# slack for a machine loaded by other tests; past it the daemon is killed and the run fails.
+SHUTDOWN_SECONDS = GRACE_SECONDS + 5
 OVERLOAD_CODES = {grpc.StatusCode.OK, grpc.StatusCode.RESOURCE_EXHAUSTED,
                   grpc.StatusCode.DEADLINE_EXCEEDED}
 
@@ -261,6 +263,10 @@ def metrics_client(daemon, calls, stop):
         stop.wait(0.5)  # Prometheus' pace, not a synchronization
 
 
+class TuneRefused(Exception):
+    """A Tune's progress for a problem came back without a verdict: its error."""
+
+
 class AdminModel:
     """What the Admin client may find per admin bucket: its force and whether a verdict exists.
 
@@ -298,7 +304,7 @@ class AdminModel:
                 for progress in daemon.admin.Tune(pb.TuneRequest(problems=[problem]),
                                                   timeout=4 * CALL_SECONDS):
                     if not progress.HasField("verdict"):
-                        raise RuntimeError("tune failed: " + progress.error)
+                        raise TuneRefused(progress.error)
             method = "Tune"
         else:
             field, value = self.verdicts, False
@@ -308,6 +314,14 @@ class AdminModel:
         t0 = time.monotonic()
         try:
             call()
+        except TuneRefused as e:
+            # The tuning queue full (every client here is one peer, 127.0.0.1): an
+            # overload answer, nothing measured. Any other refusal is unexpected.
+            overloaded = str(e).startswith("RESOURCE_EXHAUSTED")
+            calls.record(method, time.monotonic() - t0,
+                         grpc.StatusCode.RESOURCE_EXHAUSTED if overloaded else grpc.StatusCode.UNKNOWN,
+                         str(e))
+            return True
         except grpc.RpcError as e:
             calls.record(method, time.monotonic() - t0, e.code(), e.details())
             field[shape].add(value)  # it may have landed
@@ -399,11 +413,10 @@ def soak(args, work, daemon_args):
     code = daemon.terminate(timeout=SHUTDOWN_SECONDS)
     shutdown_seconds = round(time.monotonic() - t0, 2)
     if code is None:
-        # Bounding SIGTERM by --shutdown-grace-seconds is issue 10's item 4 (the
-        # scheduler's); until it lands a queued measurement can hold shutdown. Reported,
-        # then killed: the store must be consistent after that too.
-        warnings.append("SIGTERM: arbiterd still running after %d s (grace %s); killed" %
-                        (SHUTDOWN_SECONDS, GRACE_SECONDS))
+        # SIGTERM is bounded by --shutdown-grace-seconds (issue 10, item 4). Killed so
+        # that the store is still checked below.
+        errors.append("SIGTERM: arbiterd still running after %d s (grace %s); killed; log:\n%s" %
+                      (SHUTDOWN_SECONDS, GRACE_SECONDS, daemon.log_tail()))
     elif code != 0:
         errors.append("SIGTERM: arbiterd exited with %s; log:\n%s" % (code, daemon.log_tail()))
     check = integrity(store)

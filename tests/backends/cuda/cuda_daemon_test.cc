@@ -3,30 +3,18 @@
 // raced every eligible candidate, then restart on the same store and check the
 // verdict is served without measuring again. Skips (saying so) without a GPU,
 // or when arbiterd is not built next to this binary.
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <memory>
 #include <set>
-#include <sstream>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "backends/cuda/cuda_backend.h"
 #include "client/arbiter_client.h"
 #include "client/matmul_check.h"
-
-extern char** environ;
+#include "tests/integration/arbiterd_process.h"
 
 namespace arbiter::cuda {
 namespace {
@@ -35,76 +23,18 @@ namespace fs = std::filesystem;
 
 fs::path SelfDir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+// arbiterd --backend cuda on `store`, SERVING; null (the failure recorded, with the log) if it does not come up.
+std::unique_ptr<testing::ArbiterdProcess> StartDaemon(const fs::path& binary, const fs::path& store) {
+  testing::ArbiterdOptions options;
+  options.binary = binary.string();
+  options.store_path = store.string();
+  options.backend = "cuda";
+  options.start_timeout_seconds = 120;  // context creation plus cuBLAS handles take seconds
+  std::string error;
+  std::unique_ptr<testing::ArbiterdProcess> daemon = testing::ArbiterdProcess::Start(options, &error);
+  EXPECT_NE(daemon, nullptr) << "arbiterd did not start: " << error;
+  return daemon;
 }
-
-// One arbiterd child process; SIGTERM and reaped on destruction.
-class Daemon {
- public:
-  Daemon(const fs::path& binary, const fs::path& dir) : dir_(dir) {
-    const fs::path port_file = dir / "port";
-    fs::remove(port_file);
-    log_ = dir / ("arbiterd." + std::to_string(++starts_) + ".log");
-    std::vector<std::string> args = {binary.string(),
-                                     "--backend=cuda",
-                                     "--listen=127.0.0.1:0",
-                                     "--tuning=sync",
-                                     "--store=" + (dir / "verdicts.db").string(),
-                                     "--port_file=" + port_file.string()};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    if (posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
-  }
-  ~Daemon() { Stop(); }
-
-  // The bound port, once the daemon has written it; "" if it exited first or
-  // did not start within the timeout (context creation plus cuBLAS handles take seconds).
-  std::string WaitForPort(double timeout_seconds) {
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1e3));
-    const fs::path port_file = dir_ / "port";
-    while (pid_ > 0 && std::chrono::steady_clock::now() < deadline) {
-      std::string port = ReadFile(port_file);
-      while (!port.empty() && (port.back() == '\n' || port.back() == ' ')) port.pop_back();
-      if (!port.empty()) return port;
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return "";
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling a file, not ordering
-    }
-    return "";
-  }
-
-  // SIGTERM, then the exit status (-1 when not running).
-  int Stop() {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
-  std::string Log() const { return ReadFile(log_); }
-
- private:
-  fs::path dir_;
-  fs::path log_;
-  pid_t pid_ = -1;
-  static inline int starts_ = 0;
-};
 
 v1::Problem MakeProblem(v1::DType dtype, int64_t m, int64_t n, int64_t k) {
   v1::Problem p;
@@ -144,9 +74,9 @@ TEST(CudaDaemonTest, ServesMeasuredVerdictsOnTheGpuAndKeepsThemAcrossRestart) {
   }
   const fs::path binary = SelfDir() / "arbiterd";
   if (!fs::exists(binary)) GTEST_SKIP() << "arbiterd not found next to this test at " << binary;
-  char dir_template[] = "/tmp/arbiter-cuda-daemon-XXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  const fs::path dir = dir_template;
+  const fs::path dir = testing::MakeTempDir("arbiter-cuda-daemon-");
+  ASSERT_FALSE(dir.empty());
+  const fs::path store = dir / "verdicts.db";
 
   const v1::Problem problem = MakeProblem(v1::DTYPE_F16, 777, 333, 2049);
   const client::Operands ops = client::RandomOperands(problem, 42);
@@ -160,13 +90,11 @@ TEST(CudaDaemonTest, ServesMeasuredVerdictsOnTheGpuAndKeepsThemAcrossRestart) {
   std::string winner;
   v1::AccuracyBudget budget;
   {
-    Daemon daemon(binary, dir);
-    const std::string port = daemon.WaitForPort(120);
-    ASSERT_FALSE(port.empty()) << "arbiterd did not start:\n" << daemon.Log();
+    std::unique_ptr<testing::ArbiterdProcess> daemon = StartDaemon(binary, store);
+    ASSERT_NE(daemon, nullptr);
     client::ClientOptions options;
-    options.server = "127.0.0.1:" + port;
+    options.server = daemon->address();
     client::ArbiterClient client(options);
-    ASSERT_TRUE(client.WaitUntilServing(60).ok()) << daemon.Log();
 
     v1::ServerInfoResponse info;
     ASSERT_TRUE(client.ServerInfo(&info).ok());
@@ -179,7 +107,7 @@ TEST(CudaDaemonTest, ServesMeasuredVerdictsOnTheGpuAndKeepsThemAcrossRestart) {
 
     v1::MatmulResponse response;
     grpc::Status s = client.Matmul(request, &response);
-    ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << daemon.Log();
+    ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << daemon->ReadLog();
     EXPECT_EQ(response.source(), v1::VERDICT_SOURCE_MEASURED);
     EXPECT_GT(response.device_seconds(), 0);
     winner = response.candidate();
@@ -224,16 +152,14 @@ TEST(CudaDaemonTest, ServesMeasuredVerdictsOnTheGpuAndKeepsThemAcrossRestart) {
     }
     ASSERT_TRUE(client.ServerInfo(&info).ok());
     EXPECT_GE(info.measurements(), 1);
-    EXPECT_EQ(daemon.Stop(), 0) << daemon.Log();
+    EXPECT_EQ(daemon->Terminate(), 0) << daemon->ReadLog();
   }
   {
-    Daemon daemon(binary, dir);
-    const std::string port = daemon.WaitForPort(120);
-    ASSERT_FALSE(port.empty()) << "arbiterd did not restart:\n" << daemon.Log();
+    std::unique_ptr<testing::ArbiterdProcess> daemon = StartDaemon(binary, store);
+    ASSERT_NE(daemon, nullptr);
     client::ClientOptions options;
-    options.server = "127.0.0.1:" + port;
+    options.server = daemon->address();
     client::ArbiterClient client(options);
-    ASSERT_TRUE(client.WaitUntilServing(60).ok()) << daemon.Log();
     v1::MatmulResponse response;
     grpc::Status s = client.Matmul(request, &response);
     ASSERT_TRUE(s.ok()) << s.error_message();

@@ -1,0 +1,79 @@
+// Launcher of skinny_stream: C[M, N] = A[M, K] B[K, N] for M in 1..64 against a
+// wide weight B (decode and small-batch transformer GEMMs), where the work is
+// bound by streaming B once from DRAM (1 x 4096 x 4096 bf16 moves 32 MiB for
+// 33 MFLOP). So the kernel is built around the stream of B: each warp copies
+// whole 512-byte runs of one k row (16-byte cp.async per lane) into a
+// shared-memory ring of 32-row stages (stages - 1 in flight per CTA, 2 CTAs per
+// SM by default), ldmatrix.trans feeds the tensor cores (C^T = B^T A^T on
+// mma.sync m16n8k16, 8 tokens of A per instruction), K is split across CTAs until
+// one wave fills the SMs, and the splits are added in a fixed order (in a
+// thread-block cluster, or through workspace slabs). f16 and bf16 in, f32
+// accumulation, C in the input dtype; any N and K (ragged N with narrower
+// copies, nothing copied). sm_90 (clusters).
+// Plain C++ header: no device code, no absl.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/common/launch_args.h"
+
+namespace arbiter::kernels {
+
+// Past 64 rows the tensor-core work of the m16n8k16 shape (8 tokens per
+// instruction, every B fragment re-read per group) stops being small next to
+// the stream, and the CTA tile families take over.
+inline constexpr int64_t kSkinnyStreamMaxM = 64;
+
+// A member: the CTA's column strip, the depth of its ring and how the K splits
+// are planned and added. Only the combinations in kSkinnyStreamConfigs are
+// built (the first for every dtype and load width; the others for bf16 with
+// N % 8 == 0, for the bench to race).
+struct SkinnyStreamConfig {
+  int columns = 256;    // B columns per CTA (256 or 128): a warp per 32 columns
+  int stages = 4;       // 32-row stages in the ring (stages - 1 in flight)
+  int ctas_per_sm = 2;  // CTAs per SM the split plan fills in one wave
+  bool cluster = true;  // <= 8 splits added in a cluster; else (or more) workspace
+  const char* name = "s256x4c2";  // for bench tables
+};
+
+inline constexpr SkinnyStreamConfig kSkinnyStreamConfigs[] = {
+    {256, 4, 2, true, "s256x4c2"},  {256, 4, 2, false, "s256x4w2"},
+    {256, 6, 1, true, "s256x6c1"},  {256, 8, 1, true, "s256x8c1"},
+    {128, 6, 2, true, "s128x6c2"},  {128, 4, 4, true, "s128x4c4"},
+    {128, 8, 2, false, "s128x8w2"},
+};
+inline constexpr SkinnyStreamConfig kSkinnyStreamDefault = kSkinnyStreamConfigs[0];
+
+// How one launch divides K; a function of N, K, the SM count and the config
+// only (never of M), so a row of C is computed the same way whatever M is.
+struct SkinnyStreamPlan {
+  int splits = 1;          // CTAs along K per column strip (grid.y)
+  int64_t k_chunk = 0;     // K rows per CTA (a multiple of 32)
+  bool workspace = false;  // splits added by a second kernel (else in a cluster)
+};
+SkinnyStreamPlan MakeSkinnyStreamPlan(int64_t n, int64_t k, int sm_count,
+                                      const SkinnyStreamConfig& config);
+
+// Scratch the launch needs: splits * M * N floats when the plan adds the
+// splits through workspace, else 0.
+size_t SkinnyStreamWorkspaceBytes(const LaunchArgs& args, const SkinnyStreamConfig& config);
+
+// Enqueues the kernel(s) on `stream`. cudaErrorInvalidValue (nothing
+// launched) for a dtype other than f16/bf16, M outside [1, 64], N or K outside
+// [1, 2^31), null operands, too little workspace, or a config not built for
+// this dtype and N alignment; else the first launch error. Needs sm_90.
+cudaError_t LaunchSkinnyStream(const LaunchArgs& args, const SkinnyStreamConfig& config,
+                               cudaStream_t stream);
+
+// The default config as a family Launcher.
+extern const Launcher kSkinnyStream;
+
+// Accuracy budget (engine/contract.h's formula): f32 accumulation in 16-wide
+// tensor-core steps, splits added in f32.
+inline constexpr double kSkinnyStreamBudgetAbs = 1e-5;
+inline constexpr double kSkinnyStreamBudgetRel = 2e-6;
+
+}  // namespace arbiter::kernels
