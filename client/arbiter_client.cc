@@ -58,6 +58,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
   const int limit = static_cast<int>(std::min<int64_t>(options.max_message_bytes, INT_MAX));
   args.SetMaxReceiveMessageSize(limit);
   args.SetMaxSendMessageSize(limit);
+  if (options.own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), args);
 }
 

@@ -30,6 +30,9 @@ struct ClientOptions {
   std::string token;                       // sent as "authorization: Bearer <token>" when set
   int64_t max_message_bytes = 600ll << 20; // matches arbiterd's default (8192^2 f32 operands)
   double deadline_seconds = 0;             // per call; 0 = no deadline
+  // A connection of its own; otherwise gRPC shares one among this process's
+  // clients of the same server and settings.
+  bool own_connection = false;
 };
 
 // grpc.health.v1.HealthCheckResponse.ServingStatus.

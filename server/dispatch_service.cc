@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <grpcpp/support/method_handler.h>
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
@@ -43,6 +46,44 @@ absl::Status CheckReplyFits(const Problem& p, int64_t max_message_bytes) {
       "; name a region for C (c_ref) or raise the limit"));
 }
 
+grpc::ByteBuffer MatmulReplyBytes(const v1::MatmulResponse& fields, const grpc::Slice& c) {
+  using google::protobuf::internal::WireFormatLite;
+  using google::protobuf::io::CodedOutputStream;
+  std::string head = fields.SerializeAsString();
+  if (c.size() == 0) {  // proto3 leaves an empty bytes field out
+    grpc::Slice only(head);
+    return grpc::ByteBuffer(&only, 1);
+  }
+  // Fields may come in any order on the wire: C last, as its tag and length
+  // here and its bytes in their own slice.
+  uint8_t key[16];
+  uint8_t* end = CodedOutputStream::WriteTagToArray(
+      WireFormatLite::MakeTag(v1::MatmulResponse::kCFieldNumber,
+                              WireFormatLite::WIRETYPE_LENGTH_DELIMITED),
+      key);
+  end = CodedOutputStream::WriteVarint64ToArray(c.size(), end);
+  head.append(reinterpret_cast<const char*>(key), static_cast<size_t>(end - key));
+  const grpc::Slice slices[] = {grpc::Slice(head), c};
+  return grpc::ByteBuffer(slices, 2);
+}
+
+DispatchService::DispatchService(Arbiter& arbiter, DispatchServiceOptions options)
+    : arbiter_(arbiter), options_(options) {
+  // The wire's Matmul is served as a streamed unary call (one read, one write;
+  // the mechanism of the generated WithStreamedUnaryMethod_Matmul) whose reply
+  // type is a ByteBuffer, so C goes out without being copied into a message.
+  const int matmul = v1::MatmulRequest::descriptor()
+                         ->file()
+                         ->FindServiceByName("Dispatch")
+                         ->FindMethodByName("Matmul")
+                         ->index();
+  MarkMethodStreamed(matmul,
+                     new grpc::internal::StreamedUnaryHandler<v1::MatmulRequest, grpc::ByteBuffer>(
+                         [this](grpc::ServerContext* context, MatmulStream* stream) {
+                           return MatmulOnWire(context, stream);
+                         }));
+}
+
 grpc::Status DispatchService::Reply(const grpc::ServerContext& context, const char* method,
                                     const absl::Status& status) const {
   if (!status.ok()) {
@@ -76,14 +117,36 @@ absl::StatusOr<Peer> DispatchService::Caller(const grpc::ServerContext& context,
         ": ", how));
   }
   Peer peer;
-  peer.address = address;
+  peer.address = PeerHost(address);
   return peer;
 }
 
 grpc::Status DispatchService::Matmul(grpc::ServerContext* context,
                                      const v1::MatmulRequest* request,
                                      v1::MatmulResponse* response) {
-  return Reply(*context, "matmul", DoMatmul(*context, *request, response));
+  return Reply(*context, "matmul", DoMatmul(*context, *request, response, [response](size_t bytes) {
+                 std::string* c = response->mutable_c();
+                 c->resize(bytes);
+                 return static_cast<void*>(c->data());
+               }));
+}
+
+grpc::Status DispatchService::MatmulOnWire(grpc::ServerContext* context, MatmulStream* stream) {
+  v1::MatmulRequest request;
+  if (!stream->Read(&request)) {
+    return Reply(*context, "matmul",
+                 absl::InvalidArgumentError("the request could not be read as a MatmulRequest"));
+  }
+  v1::MatmulResponse fields;
+  grpc::Slice c;
+  const absl::Status status = DoMatmul(*context, request, &fields, [&c](size_t bytes) {
+    c = grpc::Slice(bytes);  // not zero-filled: the copy from the device writes every byte
+    return static_cast<void*>(const_cast<uint8_t*>(c.begin()));
+  });
+  if (!status.ok()) return Reply(*context, "matmul", status);
+  // The last message: sent together with the status.
+  stream->Write(MatmulReplyBytes(fields, c), grpc::WriteOptions().set_last_message());
+  return grpc::Status::OK;
 }
 
 grpc::Status DispatchService::Select(grpc::ServerContext* context,
@@ -94,7 +157,9 @@ grpc::Status DispatchService::Select(grpc::ServerContext* context,
 
 absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
                                        const v1::MatmulRequest& request,
-                                       v1::MatmulResponse* response) {
+                                       v1::MatmulResponse* response,
+                                       absl::FunctionRef<void*(size_t bytes)> c_buffer) {
+  const auto arrived = std::chrono::steady_clock::now();
   // Everything is checked before the engine allocates or runs anything.
   ASSIGN_OR_RETURN(const Problem problem,
                    ProblemFromProto(request.problem(), arbiter_.options().limits));
@@ -141,12 +206,8 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
   operands.b = request.b().data();
   operands.b_bytes = request.b().size();
   operands.wait_event = request.wait_event();
-  if (!operands.c_ref) {
-    // C is copied from the device straight into the response's own buffer.
-    std::string* c = response->mutable_c();
-    c->resize(problem.c_bytes());
-    operands.c_host = c->data();
-  }
+  // C is copied from the device straight into the reply's own buffer.
+  if (!operands.c_ref) operands.c_host = c_buffer(problem.c_bytes());
   ASSIGN_OR_RETURN(const DispatchResult result,
                    arbiter_.Dispatch(problem, options, peer, operands));
   response->set_candidate(result.selection.candidate);
@@ -156,6 +217,11 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
   response->set_bucket(result.selection.bucket.ToString());
   if (options_.metrics != nullptr) {
     const DispatchStages& s = result.stages;
+    const double handler =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count();
+    options_.metrics->ObserveStage(
+        DispatchStage::kPrepare,
+        std::max(0.0, handler - s.h2d_seconds - s.kernel_seconds - s.d2h_seconds));
     if (s.h2d_seconds > 0) options_.metrics->ObserveStage(DispatchStage::kH2D, s.h2d_seconds);
     options_.metrics->ObserveStage(DispatchStage::kKernel, s.kernel_seconds);
     if (s.d2h_seconds > 0) options_.metrics->ObserveStage(DispatchStage::kD2H, s.d2h_seconds);

@@ -12,9 +12,21 @@
 // A Matmul whose reply (C and the response's other fields) could not fit in
 // --max-message-bytes is refused before any work: RESOURCE_EXHAUSTED.
 //
+// On the wire a Matmul's reply is written raw (MatmulOnWire): its small fields
+// serialized, then C's bytes in a gRPC slice the device copy writes straight
+// into - no zero-filled std::string, no second copy when protobuf serializes
+// it. The bytes are exactly a MatmulResponse's; clients see no difference.
+//
 // Callers: a call carrying "arbiter-session" metadata is that session's peer
-// (fd_socket.h); regions need one. Without it a TCP caller is its connection's
-// address, and a caller over the Unix socket must open a session first.
+// (fd_socket.h); regions need one. Without it a TCP caller is its host (the
+// connection's address without the port), and a caller over the Unix socket
+// must open a session first. Resident tensors of a TCP caller are therefore
+// the host's: gRPC tells the daemon nothing when a connection closes, and a
+// reconnect comes from a new port, so tensors owned by a connection would be
+// stranded, held until the daemon stops. Any connection from that host names,
+// lists and releases them; they stay until ReleaseTensor, bounded by the
+// per-peer quota (--max-tensors-per-peer, counted per host) and
+// --max-resident-bytes.
 //
 // Does not own the Arbiter, the FdSocket or the Metrics, which must outlive it.
 // Thread-safe: the Arbiter, FdSocket and Metrics synchronize themselves; the
@@ -23,6 +35,11 @@
 
 #include <chrono>
 #include <optional>
+
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/sync_stream.h>
+
+#include "absl/functional/function_ref.h"
 
 #include "arbiter/v1/arbiter.grpc.pb.h"
 #include "engine/arbiter.h"
@@ -45,11 +62,11 @@ inline constexpr int64_t kMatmulResponseEnvelopeBytes = 1024;
 
 class DispatchService final : public v1::Dispatch::Service {
  public:
-  explicit DispatchService(Arbiter& arbiter, DispatchServiceOptions options = {})
-      : arbiter_(arbiter), options_(options) {}
+  explicit DispatchService(Arbiter& arbiter, DispatchServiceOptions options = {});
   DispatchService(const DispatchService&) = delete;
   DispatchService& operator=(const DispatchService&) = delete;
 
+  // The typed Matmul (in-process callers); the wire uses MatmulOnWire.
   grpc::Status Matmul(grpc::ServerContext* context, const v1::MatmulRequest* request,
                       v1::MatmulResponse* response) override;
   grpc::Status Select(grpc::ServerContext* context, const v1::SelectRequest* request,
@@ -70,8 +87,13 @@ class DispatchService final : public v1::Dispatch::Service {
                            v1::ListTensorsResponse* response) override;
 
  private:
+  using MatmulStream = grpc::ServerUnaryStreamer<v1::MatmulRequest, grpc::ByteBuffer>;
+  grpc::Status MatmulOnWire(grpc::ServerContext* context, MatmulStream* stream);
+  // Runs the request; `response` gets every field but C. An inline C goes to
+  // `c_buffer(bytes)`, asked for once the request has passed every check.
   absl::Status DoMatmul(const grpc::ServerContext& context, const v1::MatmulRequest& request,
-                        v1::MatmulResponse* response);
+                        v1::MatmulResponse* response,
+                        absl::FunctionRef<void*(size_t bytes)> c_buffer);
   absl::Status DoSelect(const v1::SelectRequest& request, const CallContext& call,
                         v1::SelectResponse* response);
   absl::Status DoRegisterRegion(const grpc::ServerContext& context,
@@ -100,6 +122,10 @@ std::optional<std::chrono::system_clock::time_point> WorkDeadline(
 // INVALID_ARGUMENT "a: expected 16384 bytes (m*k*size = 64*64*4), got 100", or OK.
 // `operand` is "a" (m x k) or "b" (k x n).
 absl::Status CheckOperandBytes(std::string_view operand, const Problem& p, size_t got);
+
+// A MatmulResponse on the wire: `fields` (whose c is empty) serialized, then c
+// as its own slice. Parses as `fields` with c set to `c`'s bytes.
+grpc::ByteBuffer MatmulReplyBytes(const v1::MatmulResponse& fields, const grpc::Slice& c);
 
 // RESOURCE_EXHAUSTED, naming C's bytes, the envelope and the limit, when a
 // MatmulResponse carrying `p`'s C could exceed `max_message_bytes`; OK when it

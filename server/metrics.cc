@@ -171,6 +171,7 @@ std::vector<double> Metrics::StageBuckets() { return Decades(-6, 1); }
 const char* DispatchStageName(DispatchStage stage) {
   switch (stage) {
     case DispatchStage::kReceive: return "receive";
+    case DispatchStage::kPrepare: return "prepare";
     case DispatchStage::kH2D: return "h2d";
     case DispatchStage::kKernel: return "kernel";
     case DispatchStage::kD2H: return "d2h";
@@ -250,9 +251,10 @@ Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
   auto& stages = prometheus::BuildHistogram()
       .Name("arbiter_dispatch_stage_seconds")
       .Help("Host wall time of each stage of successful Matmuls: receive (arrival to request parsed), "
-            "h2d, kernel, d2h, send (reply serialized and sent)")
+            "prepare (checks, selection, waiting for a device stream, buffers), h2d, kernel, d2h, "
+            "send (reply serialized and sent)")
       .Register(r);
-  for (DispatchStage stage : {DispatchStage::kReceive, DispatchStage::kH2D, DispatchStage::kKernel,
+  for (DispatchStage stage : {DispatchStage::kReceive, DispatchStage::kPrepare, DispatchStage::kH2D, DispatchStage::kKernel,
                               DispatchStage::kD2H, DispatchStage::kSend}) {
     stage_seconds_[static_cast<int>(stage)] =
         &stages.Add({{"stage", DispatchStageName(stage)}}, StageBuckets());

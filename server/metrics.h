@@ -81,6 +81,7 @@ struct MetricsState {
 // The stages of one Matmul, for arbiter_dispatch_stage_seconds{stage}.
 enum class DispatchStage {
   kReceive,  // "receive": the call's arrival to its request parsed
+  kPrepare,  // "prepare": the rest of the handler - checks, selection, a device stream, buffers
   kH2D,      // "h2d": inline operands copied to the device
   kKernel,   // "kernel": the kernel enqueued until it ended (host view)
   kD2H,      // "d2h": C copied back for an inline reply
@@ -214,7 +215,7 @@ class Metrics : public ArbiterObserver {
   prometheus::Gauge* store_up_ = nullptr;
   prometheus::Gauge* store_pending_writes_ = nullptr;
   prometheus::Gauge* serving_ = nullptr;
-  prometheus::Histogram* stage_seconds_[5] = {};  // by DispatchStage
+  prometheus::Histogram* stage_seconds_[6] = {};  // by DispatchStage
   prometheus::Gauge* regions_ = nullptr;
   prometheus::Gauge* region_bytes_ = nullptr;
   prometheus::Gauge* tensors_ = nullptr;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for the skinny family: SASS check, the skinny gtest suite,
 # memcheck on the geometry and ragged tests, an Nsight Compute look at the
-# default skinny_stream config, then skinny_bench (its tables printed last).
+# default skinny_stream config (and s256x4c2), then skinny_bench (its tables printed last).
 # Builds nothing there; at most 570 s (every step has its own timeout).
 # Here, from the repository root:
 #   cmake --build build --target skinny_bench skinny_tests
@@ -36,7 +36,7 @@ fi
 
 if command -v ncu >/dev/null; then
   timeout 90 ncu --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size \
-    -k regex:'SkinnyStream|SplitReduce' -c 40 "$bundle/bin/skinny_bench" --candidates s256x4c2,s256x4w2 \
+    -k regex:'SkinnyStream|SplitReduce' -c 40 "$bundle/bin/skinny_bench" --candidates s128x6c2,s256x4c2 \
     --shapes 1x4096x4096,16x14336x4096 --check_shapes 1x64x64 --reps 5 > "$out/ncu.log" 2>&1
   echo "ncu rc=$?"
   grep -E "SkinnyStream|SplitReduce|gpu__time|dram__th|warps_active|grid_size" "$out/ncu.log" | sed -E 's/_ZN[^ ]*SkinnyStreamKernel/SkinnyStreamKernel/' | cut -c1-150 | head -40

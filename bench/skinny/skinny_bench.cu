@@ -1,6 +1,6 @@
 // skinny_bench: correctness, then device time, of every skinny_stream config
-// (kernels/skinny/skinny_stream.h) next to cublasGemmEx, the first skinny design
-// and gemv, for decode-sized M against transformer weights, in one process on
+// (kernels/skinny/skinny_stream.h) next to cublasGemmEx and gemv, for
+// decode-sized M against transformer weights, in one process on
 // one device.
 //
 // Correctness first, at every shape and in f16 and bf16: random operands in
@@ -44,7 +44,6 @@
 #include "bench/kernels/gemm_check.cuh"
 #include "engine/dtype.h"
 #include "kernels/gemv/gemv.h"
-#include "kernels/skinny/skinny.h"
 #include "kernels/skinny/skinny_stream.h"
 
 #ifndef ARBITER_BENCH_COMMIT
@@ -165,8 +164,6 @@ cudaError_t Cublas(k::LaunchArgs& op, cudaStream_t stream) {
 std::vector<Candidate> Candidates() {
   std::vector<Candidate> out;
   out.push_back({"cublas", INT64_MAX, 1e-5, -2e-6, Cublas});
-  out.push_back({"skinny_v1", k::kSkinnyMaxM, k::kSkinnyBudgetAbs, k::kSkinnyBudgetRel,
-                 FromLauncher(k::kSkinny)});
   out.push_back(
       {"gemv", k::kGemvMaxM, k::kGemvBudgetAbs, k::kGemvBudgetRel, FromLauncher(k::kGemv)});
   for (const k::SkinnyStreamConfig& config : k::kSkinnyStreamConfigs) {

@@ -70,6 +70,9 @@ ABSL_FLAG(double, service_seconds, 2.0, "service: seconds per (transport, rpc, c
 ABSL_FLAG(std::string, matmul_sizes, "",
           "service: n of the n^3 Matmuls (default 256..8192 on cuda, 128,256,512 on cpu)");
 ABSL_FLAG(int, matmul_repeats, 5, "service: Matmul calls per path and size (median)");
+ABSL_FLAG(std::string, zero_copy, "auto",
+          "service: the zero-copy Matmul rows (operands in a region of the daemon's device memory, "
+          "on the unix socket): auto (on the cuda backend), on, off");
 ABSL_FLAG(std::string, tuning_shapes, "",
           "tuning: MxNxK:dtype list (default squares 256..8192 bf16 and 4096x28672x4096:f16 on "
           "cuda, 64..512 f32 on cpu)");
@@ -316,10 +319,26 @@ int main(int argc, char** argv) {
                                                            : "128,256,512")
                                                     : absl::GetFlag(FLAGS_matmul_sizes));
     so.matmul_repeats = absl::GetFlag(FLAGS_matmul_repeats);
+    const std::string zero_copy = absl::GetFlag(FLAGS_zero_copy);
+    if (zero_copy != "auto" && zero_copy != "on" && zero_copy != "off") {
+      Die(absl::InvalidArgumentError(
+          absl::StrCat("--zero_copy: expected auto, on or off, got \"", zero_copy, "\"")));
+    }
+    so.zero_copy = zero_copy == "on" || (zero_copy == "auto" && gpu);
+    if (!so.zero_copy) {
+      skipped.push_back(zero_copy == "off"
+                            ? "service zero-copy rows: --zero_copy=off"
+                            : "service zero-copy rows: the cpu backend has no device memory; its "
+                              "regions are host shared memory and the target (kernel + 2x the empty "
+                              "RPC) is a GPU's (--zero_copy=on runs them anyway)");
+    }
     so.verbose = options.verbose;
     service = OrDie(RunService(dev, so));
     if (auto s = service->rpc.WriteCsv(out + "/service_rpc.csv"); !s.ok()) Die(s);
     if (auto s = service->matmul.WriteCsv(out + "/service_matmul.csv"); !s.ok()) Die(s);
+    if (so.zero_copy) {
+      if (auto s = service->zero_copy.WriteCsv(out + "/service_zero_copy.csv"); !s.ok()) Die(s);
+    }
   }
 
   // Tuning cost.
@@ -458,6 +477,11 @@ int main(int argc, char** argv) {
                                 "^3 end to end / in-process"),
                    r[7]});
     }
+    for (const auto& r : service->zero_copy.rows()) {
+      summary.Add({absl::StrCat("service: ", r[0], " Matmul ", r[1], " ", r[3],
+                                "^3 end to end / (kernel + 2x empty RPC p50)"),
+                   r[9]});
+    }
   }
   if (tuning) {
     for (const auto& r : tuning->rows()) {
@@ -494,7 +518,23 @@ int main(int argc, char** argv) {
          << "Select against the empty RPC (grpc.health.v1 Check), same daemon, same run:\n\n"
          << service->rpc.Markdown() << "\nMatmul end to end against the same work in-process "
          << "(copy in, the kernel the daemon served, copy out):\n\n"
-         << service->matmul.Markdown() << "\n";
+         << service->matmul.Markdown({"transport", "path", "dtype", "n", "candidate", "e2e_s",
+                                      "inprocess_s", "e2e_vs_inprocess", "daemon_device_s"})
+         << "\nWhere those Matmuls' time went: the daemon's stages (means over the timed calls, "
+         << "from its arbiter_dispatch_stage_seconds histogram: receive = arrival to request "
+         << "parsed, prepare = checks, selection, a device stream and buffers, h2d/d2h = operand "
+         << "copies, kernel = host view of the launch, send = reply sent) and the rest of the "
+         << "end to end (the client's serialize and parse, bytes in flight):\n\n"
+         << service->matmul.Markdown({"transport", "dtype", "n", "e2e_s", "receive_s", "prepare_s",
+                                      "h2d_s", "kernel_s", "d2h_s", "send_s",
+                                      "client_and_wire_s"})
+         << "\n";
+    if (!service->zero_copy.rows().empty()) {
+      page << "Matmul on zero-copy operands (A, B and C in a region of the daemon's device memory, "
+           << "on the unix socket; C checked against the reference first) against the kernel's "
+           << "device time plus twice the empty RPC's p50 there:\n\n"
+           << service->zero_copy.Markdown() << "\n";
+    }
   }
   if (tuning) {
     page << "## Tuning cost\n\nWall time of measuring one bucket (every candidate: oracle, "

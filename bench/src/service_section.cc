@@ -1,6 +1,9 @@
 #include "bench/src/service_section.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,10 +13,17 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
 #include <thread>
+#include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/arbiter_client.h"
+#include "client/device_operands.h"
+#include "client/matmul_check.h"
+#include "client/shared_memory.h"
 #include "engine/measurer.h"
 
 namespace arbiter::bench {
@@ -31,9 +41,10 @@ class Daemon {
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(const ServiceOptions& o,
                                                        const std::string& listen,
                                                        const std::string& port_file,
-                                                       const std::string& log) {
+                                                       int metrics_port, const std::string& log) {
     std::vector<std::string> args = {o.arbiterd, "--listen=" + listen, "--backend=" + o.backend,
-                                     "--store=:memory:", "--tuning=sync", "--log_level=warn"};
+                                     "--store=:memory:", "--tuning=sync", "--log_level=warn",
+                                     absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port)};
     if (!port_file.empty()) args.push_back("--port_file=" + port_file);
     const pid_t pid = fork();
     if (pid < 0) return absl::InternalError("fork failed");
@@ -72,11 +83,71 @@ absl::StatusOr<int> WaitForPort(const std::string& path, const Daemon& daemon) {
   return absl::DeadlineExceededError(absl::StrCat("arbiterd wrote no port to ", path, " in 30 s"));
 }
 
+// A client of its own connection, as a separate client process would have.
 client::ClientOptions Options(const std::string& server) {
   client::ClientOptions o;
   o.server = server;
+  o.own_connection = true;
   return o;
 }
+
+// A loopback TCP port free now (bound, then released for the daemon to bind).
+absl::StatusOr<int> FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::UnavailableError("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  if (!ok) return absl::UnavailableError("no free loopback port");
+  return ntohs(addr.sin_port);
+}
+
+// The daemon's arbiter_dispatch_stage_seconds: stage -> (sum, count).
+using StageTotals = std::map<std::string, std::pair<double, double>>;
+
+// Scrapes http://127.0.0.1:port/metrics (the endpoint answers and closes).
+absl::StatusOr<StageTotals> ScrapeStages(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::UnavailableError("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  std::string text;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string get = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (write(fd, get.data(), get.size()) == static_cast<ssize_t>(get.size())) {
+      char buf[1 << 16];
+      for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  if (text.empty()) return absl::UnavailableError(absl::StrCat("no answer from 127.0.0.1:", port, "/metrics"));
+  StageTotals totals;
+  std::istringstream lines(text);
+  const std::string family = "arbiter_dispatch_stage_seconds_";
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(family, 0) != 0) continue;
+    const bool sum = line.compare(family.size(), 4, "sum{") == 0;
+    const bool count = line.compare(family.size(), 6, "count{") == 0;
+    const size_t at = line.find("stage=\""), end = line.find('"', at + 7), space = line.rfind(' ');
+    double value = 0;
+    if ((!sum && !count) || at == std::string::npos || end == std::string::npos ||
+        !absl::SimpleAtod(line.substr(space + 1), &value)) {
+      continue;
+    }
+    auto& t = totals[line.substr(at + 7, end - at - 7)];
+    (sum ? t.first : t.second) = value;
+  }
+  return totals;
+}
+
+// The stages' order in the tables, as the daemon names them.
+constexpr const char* kStages[] = {"receive", "prepare", "h2d", "kernel", "d2h", "send"};
 
 v1::DType WireDType(DType d) { return static_cast<v1::DType>(static_cast<int>(d)); }
 
@@ -159,14 +230,122 @@ absl::StatusOr<double> InProcess(BenchDevice& dev, const Problem& p, const std::
   return Summarize(samples).median;
 }
 
+// The accuracy budget `candidate` declares for `dtype` (ListCandidates), which
+// its results are checked against; the client's default when it is not listed.
+v1::AccuracyBudget BudgetOf(client::ArbiterClient& ctl, const std::string& candidate,
+                            v1::DType dtype) {
+  v1::ListCandidatesResponse candidates;
+  if (ctl.ListCandidates(&candidates).ok()) {
+    for (const v1::CandidateInfo& c : candidates.candidates()) {
+      if (c.name() != candidate) continue;
+      for (const v1::MemberContract& member : c.members()) {
+        if (member.dtype() == dtype) return member.accuracy();
+      }
+    }
+  }
+  return client::DefaultBudget(dtype);
+}
+
+// Median latency of `calls` empty RPCs (grpc.health.v1 Check) in a row on `client`.
+absl::StatusOr<double> EmptyRpcP50(client::ArbiterClient& client, int calls) {
+  std::vector<double> lat;
+  for (int i = 0; i < calls; ++i) {
+    const Clock::time_point t0 = Clock::now();
+    client::HealthStatus h;
+    if (grpc::Status s = client.Health("", &h); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat("empty RPC: ", s.error_message()));
+    }
+    lat.push_back(Since(t0));
+  }
+  return Quantile(lat, 0.5);
+}
+
+struct ZeroCopyRun {
+  std::string kind, candidate;
+  double e2e_s = 0, device_s = 0;
+};
+
+// Matmul on A, B and C in one region of the daemon's device memory (the
+// client's session must be open): operands written once, C checked against the
+// reference on the first call, then `repeats` timed calls.
+absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl,
+                                           const v1::ServerInfoResponse& info, const Problem& p,
+                                           const std::vector<uint8_t>& a,
+                                           const std::vector<uint8_t>& b, int repeats) {
+  v1::MatmulRequest req;
+  req.mutable_problem()->set_dtype(WireDType(p.dtype));
+  req.mutable_problem()->set_m(p.m);
+  req.mutable_problem()->set_n(p.n);
+  req.mutable_problem()->set_k(p.k);
+  const client::Operands ops{std::string(a.begin(), a.end()), std::string(b.begin(), b.end())};
+  const size_t a_at = 0, b_at = client::AlignUp(a.size()), c_at = b_at + client::AlignUp(b.size());
+  std::unique_ptr<client::DeviceOperands> memory;
+  if (grpc::Status s = client::DeviceOperands::Create(info, "auto", c_at + p.c_bytes(), &memory); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("zero-copy operands: ", s.error_message()));
+  }
+  if (grpc::Status s = memory->Write(a_at, ops.a); !s.ok()) return absl::InternalError(s.error_message());
+  if (grpc::Status s = memory->Write(b_at, ops.b); !s.ok()) return absl::InternalError(s.error_message());
+  v1::Region region;
+  if (grpc::Status s = memory->Register(ctl, "arbiter-bench", &region); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("register region: ", s.error_message()));
+  }
+  for (auto [ref, at] : {std::pair{req.mutable_a_ref(), a_at}, {req.mutable_b_ref(), b_at},
+                         {req.mutable_c_ref(), c_at}}) {
+    ref->set_region(region.id());
+    ref->set_offset(static_cast<int64_t>(at));
+  }
+  ZeroCopyRun run;
+  run.kind = memory->kind_name();
+  absl::Status status = absl::OkStatus();
+  std::vector<double> e2e, device;
+  for (int i = 0; i <= repeats && status.ok(); ++i) {  // the first is checked, not timed
+    v1::MatmulResponse resp;
+    const Clock::time_point t0 = Clock::now();
+    if (grpc::Status s = ctl.Matmul(req, &resp); !s.ok()) {
+      status = absl::UnavailableError(absl::StrCat("zero-copy Matmul ", p.ToString(), ": ", s.error_message()));
+      break;
+    }
+    const double seconds = Since(t0);
+    run.candidate = resp.candidate();
+    if (i == 0) {
+      std::string c;
+      if (grpc::Status s = memory->Read(c_at, p.c_bytes(), &c); !s.ok()) {
+        status = absl::InternalError(absl::StrCat("read C: ", s.error_message()));
+        break;
+      }
+      const client::CheckResult check =
+          client::CheckMatmul(req.problem(), ops, c, BudgetOf(ctl, resp.candidate(), req.problem().dtype()),
+                              client::CheckOptions{});
+      if (!check.passed()) {
+        status = absl::DataLossError(absl::StrCat("zero-copy Matmul ", p.ToString(), " by ",
+                                                  resp.candidate(), ": C is wrong: ", check.first_failure));
+      }
+      continue;
+    }
+    e2e.push_back(seconds);
+    device.push_back(resp.device_seconds());
+  }
+  ctl.UnregisterRegion(region.id());  // the session's end would release it too
+  RETURN_IF_ERROR(status);
+  run.e2e_s = Summarize(e2e).median;
+  run.device_s = Summarize(device).median;
+  return run;
+}
+
 }  // namespace
 
 absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions& o) {
   ServiceTables out;
   out.rpc = Table({"transport", "rpc", "concurrency", "calls", "calls_per_s", "p50_us", "p99_us",
                    "vs_empty_throughput"});
+  // The daemon's stages are means over the timed calls; client_and_wire_s is
+  // the rest of the median end to end: the client's serialize and parse, and
+  // the bytes in flight both ways.
   out.matmul = Table({"transport", "path", "dtype", "n", "candidate", "e2e_s", "inprocess_s",
-                      "e2e_vs_inprocess", "daemon_device_s"});
+                      "e2e_vs_inprocess", "daemon_device_s", "receive_s", "prepare_s", "h2d_s",
+                      "kernel_s", "d2h_s", "send_s", "client_and_wire_s"});
+  out.zero_copy = Table({"transport", "path", "dtype", "n", "candidate", "e2e_s", "daemon_device_s",
+                         "empty_rpc_p50_s", "target_s", "e2e_vs_target"});
   const Problem select_problem{o.dtype, 256, 256, 256};
   struct Transport {
     std::string name, listen, target;
@@ -178,8 +357,9 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
     const std::string port_file =
         t.name == "tcp" ? absl::StrCat(o.scratch, "/arbiterd-tcp.port") : "";
     if (!port_file.empty()) std::remove(port_file.c_str());
+    ASSIGN_OR_RETURN(const int metrics_port, FreePort());
     ASSIGN_OR_RETURN(std::unique_ptr<Daemon> daemon,
-                     Daemon::Start(o, t.listen, port_file,
+                     Daemon::Start(o, t.listen, port_file, metrics_port,
                                    absl::StrCat(o.scratch, "/arbiterd-", t.name, ".log")));
     if (!port_file.empty()) {
       ASSIGN_OR_RETURN(int port, WaitForPort(port_file, *daemon));
@@ -221,6 +401,11 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
       }
     }
     // Matmul end to end, bytes path, against the same work in-process.
+    struct Operands {
+      Problem p;
+      std::vector<uint8_t> a, b;
+    };
+    std::vector<Operands> zero_copy_sizes;  // the same operands, for the zero-copy rows
     for (int64_t n : o.matmul_sizes) {
       const Problem p{o.dtype, n, n, n};
       std::vector<uint8_t> a(p.a_bytes()), b(p.b_bytes());
@@ -235,7 +420,11 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
       req.set_b(b.data(), b.size());
       v1::MatmulResponse resp;
       std::vector<double> e2e, device;
+      StageTotals before;
       for (int i = 0; i <= o.matmul_repeats; ++i) {  // the first measures the bucket
+        if (i == 1) {
+          ASSIGN_OR_RETURN(before, ScrapeStages(metrics_port));
+        }
         const Clock::time_point t0 = Clock::now();
         if (grpc::Status s = ctl.Matmul(req, &resp); !s.ok()) {
           return absl::UnavailableError(absl::StrCat("Matmul ", p.ToString(), ": ", s.error_message()));
@@ -245,11 +434,68 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
           device.push_back(resp.device_seconds());
         }
       }
+      ASSIGN_OR_RETURN(const StageTotals after, ScrapeStages(metrics_port));
+      {  // The reply's C, sampled against the reference: a fast wrong answer is no answer.
+        const client::Operands ops{std::string(a.begin(), a.end()), std::string(b.begin(), b.end())};
+        const client::CheckResult check =
+            client::CheckMatmul(req.problem(), ops, resp.c(),
+                                BudgetOf(ctl, resp.candidate(), req.problem().dtype()),
+                                client::CheckOptions{});
+        if (!check.passed()) {
+          return absl::DataLossError(absl::StrCat("Matmul ", p.ToString(), " by ", resp.candidate(),
+                                                  " on ", t.name, ": C is wrong: ", check.first_failure));
+        }
+      }
       ASSIGN_OR_RETURN(double local, InProcess(dev, p, resp.candidate(), a, b, o.matmul_repeats));
       const double e = Summarize(e2e).median;
-      out.matmul.Add({t.name, "bytes", DTypeName(p.dtype), absl::StrCat(n), resp.candidate(),
-                      Sci(e), Sci(local), Fixed(e / local, 3), Sci(Summarize(device).median)});
+      std::vector<std::string> row = {t.name, "bytes", DTypeName(p.dtype), absl::StrCat(n),
+                                      resp.candidate(), Sci(e), Sci(local), Fixed(e / local, 3),
+                                      Sci(Summarize(device).median)};
+      double daemon = 0;
+      for (const char* stage : kStages) {
+        // Each stage's mean is over the calls it recorded: a call's send is
+        // recorded when gRPC is done with it, which may be after the reply arrived.
+        const auto b_it = std::as_const(before).find(stage);
+        const auto a_it = after.find(stage);
+        const double calls = a_it == after.end() ? 0
+                             : a_it->second.second - (b_it == before.end() ? 0 : b_it->second.second);
+        if (calls <= 0) {
+          row.push_back("");
+          continue;
+        }
+        const double mean =
+            (a_it->second.first - (b_it == before.end() ? 0 : b_it->second.first)) / calls;
+        daemon += mean;
+        row.push_back(Sci(mean));
+      }
+      row.push_back(Sci(std::max(0.0, e - daemon)));
+      out.matmul.Add(row);
       if (o.verbose) std::cerr << "service " << t.name << " matmul " << p << ": " << Fixed(e / local, 2) << "x\n";
+      if (o.zero_copy && t.name == "unix") {
+        zero_copy_sizes.push_back({p, std::move(a), std::move(b)});
+      }
+    }
+    // Zero-copy: operands in a region of the daemon's memory, on the Unix socket.
+    if (o.zero_copy && t.name == "unix") {
+      v1::ServerInfoResponse info;
+      if (grpc::Status s = ctl.ServerInfo(&info); !s.ok()) {
+        return absl::UnavailableError(absl::StrCat("ServerInfo: ", s.error_message()));
+      }
+      if (grpc::Status s = ctl.OpenSession(); !s.ok()) {
+        return absl::UnavailableError(absl::StrCat("OpenSession: ", s.error_message()));
+      }
+      ASSIGN_OR_RETURN(const double empty_p50, EmptyRpcP50(ctl, 200));
+      for (const auto& [p, a, b] : zero_copy_sizes) {
+        ASSIGN_OR_RETURN(const ZeroCopyRun run, ZeroCopyMatmul(ctl, info, p, a, b, o.matmul_repeats));
+        const double target = run.device_s + 2 * empty_p50;
+        out.zero_copy.Add({t.name, absl::StrCat("zero-copy ", run.kind), DTypeName(p.dtype),
+                           absl::StrCat(p.n), run.candidate, Sci(run.e2e_s), Sci(run.device_s),
+                           Sci(empty_p50), Sci(target), Fixed(run.e2e_s / target, 3)});
+        if (o.verbose) {
+          std::cerr << "service " << t.name << " zero-copy matmul " << p << ": "
+                    << Fixed(run.e2e_s / target, 2) << "x the target\n";
+        }
+      }
     }
   }
   return out;

@@ -3,7 +3,13 @@
 // and a channel per client - and compared in the same run with
 //   - an empty RPC (grpc.health.v1 Check) for Select's latency and throughput;
 //   - the same work in-process (copy in, the kernel the daemon served, copy out)
-//     for Matmul end to end on the bytes path.
+//     for Matmul end to end on the bytes path, with the daemon's own per-stage
+//     breakdown of those calls (the deltas of its arbiter_dispatch_stage_seconds
+//     histogram, scraped from its /metrics before and after them);
+//   - on the Unix socket, Matmul on zero-copy operands (A, B and C in one region
+//     of the daemon's device memory, as `arbiterctl matmul --operands device`
+//     does) against the kernel's device time plus twice the empty RPC's p50
+//     there (issue 9's target), each result checked against the reference first.
 #pragma once
 
 #include <string>
@@ -23,12 +29,14 @@ struct ServiceOptions {
   DType dtype = DType::kF32;                  // Select's and Matmul's problems
   std::vector<int64_t> matmul_sizes = {256, 512, 1024};  // n of n^3
   int matmul_repeats = 5;                     // each path, median of this many calls
+  bool zero_copy = false;                     // the zero-copy rows (regions on the unix socket)
   bool verbose = true;
 };
 
 struct ServiceTables {
   Table rpc{std::vector<std::string>{}};     // transport, rpc, concurrency: calls/s, p50, p99
-  Table matmul{std::vector<std::string>{}};  // size: end to end and in-process
+  Table matmul{std::vector<std::string>{}};  // size: end to end and in-process, daemon stages
+  Table zero_copy{std::vector<std::string>{}};  // size: end to end against kernel + 2 empty RPCs
 };
 
 absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions& options);

@@ -13,7 +13,7 @@ nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/splitk/splitk.cu" -o "$out/
 wait
 nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/common/split_reduce.cu" -o "$out/obj/split_reduce.o"
 nvcc "${flags[@]}" -gencode=arch=compute_90a,code=sm_90a -c "$root/kernels/wgmma/wgmma_gemm.cu" -o "$out/obj/wgmma.o" &
-nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/kernels/skinny/skinny.cu" -o "$out/obj/skinny.o"
+nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/kernels/skinny/skinny_stream.cu" -o "$out/obj/skinny_stream.o"
 wait
 nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/common/pad.cu" -o "$out/obj/pad.o" &
 nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/bench/transformer/transformer_bench.cu" -o "$out/obj/bench.o"

@@ -47,7 +47,7 @@
 
 #include "kernels/common/pad.h"
 #include "kernels/gemv/gemv.h"
-#include "kernels/skinny/skinny.h"
+#include "kernels/skinny/skinny_stream.h"
 #include "kernels/splitk/splitk.h"
 #include "kernels/wgmma/wgmma_gemm.h"
 
@@ -452,7 +452,7 @@ void RunFamily(const k::Launcher& launcher, const Op& op, cudaStream_t s) {
   CUDA_CHECK(launcher.launch(args, s));
 }
 
-void Skinny(const Op& op, cudaStream_t s) { RunFamily(k::kSkinny, op, s); }
+void Skinny(const Op& op, cudaStream_t s) { RunFamily(k::kSkinnyStream, op, s); }
 void Gemv(const Op& op, cudaStream_t s) { RunFamily(k::kGemv, op, s); }
 void SplitK(const Op& op, cudaStream_t s) { RunFamily(k::kSplitK, op, s); }
 
@@ -521,8 +521,13 @@ std::vector<Candidate> Candidates() {
                  [](const Op& op) { return op.m * op.n <= 1 << 20; }, SplitK});
   out.push_back({"gemv", k::kGemvBudgetAbs, k::kGemvBudgetRel,
                  [](const Op& op) { return op.m <= k::kGemvMaxM; }, Gemv});
-  out.push_back({"skinny", k::kSkinnyBudgetAbs, k::kSkinnyBudgetRel,
-                 [](const Op& op) { return op.m <= k::kSkinnyMaxM; }, Skinny, false});
+  // The coverage kernels/skinny/skinny_candidate.cc registers.
+  out.push_back({"skinny", k::kSkinnyStreamBudgetAbs, k::kSkinnyStreamBudgetRel,
+                 [](const Op& op) {
+                   return op.m <= k::kSkinnyStreamRacedMaxM &&
+                          op.n % k::kSkinnyStreamRacedAlignN == 0;
+                 },
+                 Skinny});
   return out;
 }
 

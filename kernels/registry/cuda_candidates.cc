@@ -7,6 +7,7 @@
 #include "kernels/mma_tiled/mma_tiled_candidate.h"
 #include "kernels/mma_warp/mma_warp_candidate.h"
 #include "kernels/simt/simt_candidate.h"
+#include "kernels/skinny/skinny_candidate.h"
 #include "kernels/splitk/splitk_candidate.h"
 #include "kernels/wgmma/wgmma_candidate.h"
 
@@ -30,9 +31,8 @@ std::vector<CandidateSpec> CudaCandidates(CudaBackend& backend) {
   Add(out, kernels::MakeGemvCandidate());
   Add(out, kernels::MakeSimtCandidate());
   Add(out, MakeWgmmaCandidates());
-  // skinny (kernels/skinny) is correct on the H200 (skinny_tests at 6f93495)
-  // but not raced: it ran at 0.36-0.74x of cuBLAS on every shape measured
-  // (bench/results/transformer-h200.md), so racing it would only cost tuning time.
+  // skinny_stream at M <= 8 only (kernels/skinny/skinny_stream.h says why).
+  Add(out, kernels::MakeSkinnyCandidate());
   return out;
 }
 

@@ -1,23 +1,27 @@
 #include "kernels/skinny/skinny_candidate.h"
 
 #include "kernels/common/family.h"
-#include "kernels/skinny/skinny.h"
+#include "kernels/skinny/skinny_stream.h"
 
 namespace arbiter::kernels {
 
 CandidateSpec MakeSkinnyCandidate() {
   return MakeFamily({
       .name = "skinny",
+      // Version 2: skinny_stream (the first design was never registered).
+      .version = 2,
       .tier = 2,
       // Thread-block clusters: the K splits of a column strip add up in DSMEM.
       .arch = "sm_90+",
-      .shape = {.max_m = kSkinnyMaxM},
+      // The kernel takes M <= 64 and any N; the registry races it only where
+      // the H200 measured it competitive (skinny_stream.h).
+      .shape = {.max_m = kSkinnyStreamRacedMaxM, .align_n = kSkinnyStreamRacedAlignN},
       // Fixed-order reductions; the K partition follows N, K and the SM count only.
       .determinism = Determinism::kBatchInvariant,
-      .members = HalfTypes({kSkinnyBudgetAbs, kSkinnyBudgetRel}),
-      .launcher = kSkinny,
-      .description =
-          "M <= 32: B streamed once from DRAM into mma.sync fragments, K split in clusters",
+      .members = HalfTypes({kSkinnyStreamBudgetAbs, kSkinnyStreamBudgetRel}),
+      .launcher = kSkinnyStream,
+      .description = "M <= 8: B streamed once from DRAM in 512-byte row runs into mma.sync, "
+                     "K split in clusters",
   });
 }
 

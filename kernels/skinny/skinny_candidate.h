@@ -1,7 +1,7 @@
 // Registration of the skinny candidate: its contract family (one member per
-// dtype) and the KernelFn that launches it on a CudaBackend stream
-// (kernels/common/family.h). The kernel, its launch geometry and why it is
-// deterministic and batch invariant: skinny.cu.
+// dtype) and the KernelFn that launches skinny_stream's default config on a
+// CudaBackend stream (kernels/common/family.h). The kernel, its launch geometry
+// and why it is deterministic and batch invariant: skinny_stream.cu.
 #pragma once
 
 #include "engine/candidate.h"

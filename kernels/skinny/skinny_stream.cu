@@ -393,10 +393,10 @@ cudaError_t LaunchConfig(const Launch& l, const SkinnyStreamConfig& config) {
                       kWidth>(l);
   }
   if constexpr (kBf16 && kWidth == 16) {
+    if (cols == 256 && stages == 4) return LaunchTile<kBf16, TG, 256, 4, kWidth>(l);
     if (cols == 256 && stages == 6) return LaunchTile<kBf16, TG, 256, 6, kWidth>(l);
     if (cols == 256 && stages == 8) return LaunchTile<kBf16, TG, 256, 8, kWidth>(l);
     if (cols == 128 && stages == 4) return LaunchTile<kBf16, TG, 128, 4, kWidth>(l);
-    if (cols == 128 && stages == 6) return LaunchTile<kBf16, TG, 128, 6, kWidth>(l);
     if (cols == 128 && stages == 8) return LaunchTile<kBf16, TG, 128, 8, kWidth>(l);
   }
   return cudaErrorInvalidValue;

@@ -27,22 +27,36 @@ namespace arbiter::kernels {
 // the stream, and the CTA tile families take over.
 inline constexpr int64_t kSkinnyStreamMaxM = 64;
 
+// What the registry races (kernels/skinny/skinny_candidate.cc): the default
+// config at M <= 8 with N % 8 == 0, where the H200 bench had it at or under
+// cuBLAS's time on large weights. From 16 rows on (or at ragged N, 30522 x 768)
+// every config was 2-58% slower (bench/results/skinny-h200.md), so racing it
+// there would only spend tuning time.
+inline constexpr int64_t kSkinnyStreamRacedMaxM = 8;
+inline constexpr int64_t kSkinnyStreamRacedAlignN = 8;
+
 // A member: the CTA's column strip, the depth of its ring and how the K splits
 // are planned and added. Only the combinations in kSkinnyStreamConfigs are
 // built (the first for every dtype and load width; the others for bf16 with
 // N % 8 == 0, for the bench to race).
 struct SkinnyStreamConfig {
-  int columns = 256;    // B columns per CTA (256 or 128): a warp per 32 columns
-  int stages = 4;       // 32-row stages in the ring (stages - 1 in flight)
+  int columns = 128;    // B columns per CTA (256 or 128): a warp per 32 columns
+  int stages = 6;       // 32-row stages in the ring (stages - 1 in flight)
   int ctas_per_sm = 2;  // CTAs per SM the split plan fills in one wave
   bool cluster = true;  // <= 8 splits added in a cluster; else (or more) workspace
-  const char* name = "s256x4c2";  // for bench tables
+  const char* name = "s128x6c2";  // for bench tables
 };
 
+// The default (first) is s128x6c2: on the H200 (bench/results/skinny-h200.md,
+// run 1) it was the fastest config at M <= 8 on every weight of 32 MiB and
+// more (0.92-1.05x of cublasGemmEx), and at N = 4096 its K splits (8) meet in a
+// cluster in one launch where s256x4c2 needs 16 splits, a workspace and a
+// second (reduce) launch. Past 8 rows the 256-column strips (twice the warps
+// per SM for the tensor-core work) are faster.
 inline constexpr SkinnyStreamConfig kSkinnyStreamConfigs[] = {
-    {256, 4, 2, true, "s256x4c2"},  {256, 4, 2, false, "s256x4w2"},
-    {256, 6, 1, true, "s256x6c1"},  {256, 8, 1, true, "s256x8c1"},
-    {128, 6, 2, true, "s128x6c2"},  {128, 4, 4, true, "s128x4c4"},
+    {128, 6, 2, true, "s128x6c2"},  {256, 4, 2, true, "s256x4c2"},
+    {256, 4, 2, false, "s256x4w2"}, {256, 6, 1, true, "s256x6c1"},
+    {256, 8, 1, true, "s256x8c1"},  {128, 4, 4, true, "s128x4c4"},
     {128, 8, 2, false, "s128x8w2"},
 };
 inline constexpr SkinnyStreamConfig kSkinnyStreamDefault = kSkinnyStreamConfigs[0];

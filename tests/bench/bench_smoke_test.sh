@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$bench" --backend=cpu --grid=tiny --shapes="$root/tests/bench/smoke-shapes.txt" \
   --out="$out" --cpu_threads=1 --warmup=1 --min_samples=2 --max_samples=3 \
   --device_budget_s=0.01 --wall_budget_s=0.05 --peak_squares=64 --arbiterd="$arbiterd" --concurrency=1,2 \
-  --service_seconds=0.2 --matmul_sizes=32,64 --matmul_repeats=2 \
+  --service_seconds=0.2 --matmul_sizes=32,64 --matmul_repeats=2 --zero_copy=on \
   --tuning_shapes=32x32x32:f32 --tuning_repeats=1 --quiet >"$out/stdout.txt" \
   || fail "arbiter-bench exited $?: $(tail -5 "$out/stdout.txt")"
 
@@ -36,6 +36,14 @@ grep -q "fnv1a64" "$out/method.csv" || fail "method.csv: shape list hash missing
 # Both transports, both RPCs, both concurrencies; Matmul at both sizes on both transports.
 (( $(tail -n +2 "$out/service_rpc.csv" | wc -l) == 8 )) || fail "service_rpc.csv: want 8 rows"
 (( $(tail -n +2 "$out/service_matmul.csv" | wc -l) == 4 )) || fail "service_matmul.csv: want 4 rows"
+# The daemon's stage breakdown beside each row: its kernel stage is never blank.
+head -1 "$out/service_matmul.csv" | grep -q "receive_s,prepare_s,h2d_s,kernel_s,d2h_s,send_s" \
+  || fail "service_matmul.csv: no stage columns"
+awk -F, 'NR > 1 && $13 == "" { bad = 1 } END { exit bad }' "$out/service_matmul.csv" \
+  || fail "service_matmul.csv: a row without the daemon's kernel stage"
+# Zero-copy on the unix socket (host shared memory here), at both sizes, C checked first.
+(( $(tail -n +2 "$out/service_zero_copy.csv" | wc -l) == 2 )) || fail "service_zero_copy.csv: want 2 rows"
+grep -q "^unix,zero-copy memfd," "$out/service_zero_copy.csv" || fail "service_zero_copy.csv: no memfd rows"
 (( $(tail -n +2 "$out/tuning.csv" | wc -l) == 1 )) || fail "tuning.csv: want 1 row"
 grep -q "served / best" "$out/stdout.txt" || fail "summary missing on stdout"
 

@@ -4,6 +4,7 @@
 // over gRPC in process, on the fake engine backend with a gated kernel holding
 // the only stream, so what waits and what runs is decided by the test.
 #include "server/dispatch_service.h"
+#include "server/grpc_call.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -45,6 +46,42 @@ TEST(WorkDeadlineTest, CallWithoutADeadlineGivesTheEngineNone) {
   EXPECT_FALSE(WorkDeadline(grpc::ServerContext().deadline()).has_value());
   const system_clock::time_point t = system_clock::now() + std::chrono::seconds(5);
   EXPECT_EQ(WorkDeadline(t), t);
+}
+
+TEST(PeerHostTest, ATcpCallerIsItsAddressWithoutThePort) {
+  EXPECT_EQ(PeerHost("ipv4:10.0.0.7:53122"), "ipv4:10.0.0.7");
+  EXPECT_EQ(PeerHost("ipv6:[::1]:5555"), "ipv6:[::1]");
+  EXPECT_EQ(PeerHost("ipv6:%5B::1%5D:5555"), "ipv6:%5B::1%5D");
+  EXPECT_EQ(PeerHost("unix:/run/arbiter/arbiter.sock"), "unix:/run/arbiter/arbiter.sock");
+}
+
+// The reply bytes MatmulOnWire sends parse as the MatmulResponse a client expects.
+std::string Wire(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string wire;
+  for (const grpc::Slice& s : slices) wire.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return wire;
+}
+
+TEST(MatmulReplyBytesTest, ParseAsTheResponseWithCInPlace) {
+  v1::MatmulResponse fields;
+  fields.set_candidate("mma_tiled");
+  fields.set_candidate_version(3);
+  fields.set_source(v1::VERDICT_SOURCE_MEASURED);
+  fields.set_device_seconds(1.5e-4);
+  fields.set_bucket("f32 m:64-127 n:256 k:256");
+  std::string c(70000, '\0');  // a length of three varint bytes
+  for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<char>(i * 7);
+  v1::MatmulResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(Wire(MatmulReplyBytes(fields, grpc::Slice(c)))));
+  v1::MatmulResponse expected = fields;
+  expected.set_c(c);
+  EXPECT_EQ(parsed.SerializeAsString(), expected.SerializeAsString());
+
+  ASSERT_TRUE(parsed.ParseFromString(Wire(MatmulReplyBytes(fields, grpc::Slice()))));
+  EXPECT_TRUE(parsed.c().empty());
+  EXPECT_EQ(parsed.candidate(), "mma_tiled");
 }
 
 class DispatchDeadlineTest : public ::testing::Test {

@@ -8,6 +8,10 @@
 //   region_peer SERVER hold BYTES
 //       registers a memfd region of BYTES, prints its id, and waits on stdin
 //       (the test kills it to show a dead process's regions are released).
+//   region_peer SERVER matmul M N
+//       one f32 Matmul M x N x 1 with inline operands (C is M*N*4 bytes back);
+//       prints its status code when it returns (the test stops this process
+//       while the reply is on its way, to show shutdown does not wait for it).
 #include <unistd.h>
 
 #include <iostream>
@@ -18,8 +22,8 @@
 
 int main(int argc, char** argv) {
   using namespace arbiter;
-  if (argc != 4) {
-    std::cerr << "usage: region_peer SERVER use REGION_ID | hold BYTES\n";
+  if (argc != 4 && argc != 5) {
+    std::cerr << "usage: region_peer SERVER use REGION_ID | hold BYTES | matmul M N\n";
     return 2;
   }
   client::ClientOptions options;
@@ -47,6 +51,19 @@ int main(int argc, char** argv) {
     const grpc::Status released = client.UnregisterRegion(argv[3]);
     std::cout << used.error_code() << " " << released.error_code() << std::endl;
     return !used.ok() && !released.ok() ? 0 : 1;
+  }
+  if (mode == "matmul" && argc == 5) {
+    const int64_t m = std::stol(argv[3]), n = std::stol(argv[4]);
+    v1::MatmulRequest request;
+    request.mutable_problem()->set_dtype(v1::DTYPE_F32);
+    request.mutable_problem()->set_m(m);
+    request.mutable_problem()->set_n(n);
+    request.mutable_problem()->set_k(1);
+    request.set_a(std::string(static_cast<size_t>(m) * 4, '\0'));
+    request.set_b(std::string(static_cast<size_t>(n) * 4, '\0'));
+    v1::MatmulResponse response;
+    std::cout << client.Matmul(request, &response).error_code() << std::endl;
+    return 0;
   }
   if (mode == "hold") {
     std::unique_ptr<client::SharedMemory> memory;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,11 +21,13 @@
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
 
+#include "absl/synchronization/mutex.h"
 #include "client/arbiter_client.h"
 #include "client/dtype_codec.h"
 #include "client/matmul_check.h"
 #include "client/shared_memory.h"
 #include "server/daemon.h"
+#include "tests/kernels/registry/planted_candidates.h"
 
 extern char** environ;
 
@@ -48,7 +51,7 @@ class RegionsTest : public ::testing::Test {
     options.listen = address_ + ",127.0.0.1:0";
     options.store_path = ":memory:";
     options.backend = BackendKind::kCpu;
-    options.shutdown_grace_seconds = 5;
+    options.shutdown_grace_seconds = grace_seconds_;
     options.arbiter.tuning = TuningPolicy::kSync;
     auto daemon = Daemon::Create(options);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
@@ -88,6 +91,7 @@ class RegionsTest : public ::testing::Test {
   }
 
   std::string dir_, address_;
+  double grace_seconds_ = 5;
   std::unique_ptr<Daemon> daemon_;
 };
 
@@ -489,6 +493,96 @@ TEST_F(RegionsTest, ATcpClientsTensorsAreNotAnotherClientsAndListingsShowOwners)
   ASSERT_EQ(all.tensors_size(), 1);
   EXPECT_EQ(all.tensors(0).owner().pid(), getpid());
   EXPECT_NE(all.tensors(0).owner().address().find("pid " + std::to_string(getpid())), std::string::npos);
+}
+
+
+TEST_F(RegionsTest, ATcpClientsTensorsOutliveItsConnectionAndItsHostUsesAndReleasesThem) {
+  Start();
+  client::ClientOptions options;
+  options.server = "127.0.0.1:" + std::to_string(daemon_->port());
+  options.deadline_seconds = 30;
+  options.own_connection = true;
+  v1::Tensor tensor;
+  {
+    ArbiterClient first(options);
+    ASSERT_TRUE(first.UploadTensor("abcdefgh", 8, "w", &tensor).ok());
+  }  // its connection closes
+  ArbiterClient second(options);  // another connection of the same host: another port
+  v1::ListTensorsResponse mine;
+  ASSERT_TRUE(second.ListTensors(&mine).ok());
+  ASSERT_EQ(mine.tensors_size(), 1) << "the host's tensor is listed on its new connection";
+  EXPECT_EQ(mine.tensors(0).handle(), tensor.handle());
+  v1::MatmulRequest request = Request(1, 2, 1);
+  request.set_a(std::string(4, '\0'));
+  request.mutable_b_ref()->set_tensor(tensor.handle());
+  v1::MatmulResponse response;
+  EXPECT_TRUE(second.Matmul(request, &response).ok());
+  ASSERT_TRUE(second.ReleaseTensor(tensor.handle()).ok());
+  v1::ListTensorsResponse all;
+  ASSERT_TRUE(second.ListAllTensors(&all).ok());  // admin, on loopback
+  EXPECT_EQ(all.tensors_size(), 0) << "released: nothing is left held for the closed connection";
+}
+
+
+// A kernel that runs when the test lets it: planted_gated's `before`.
+struct KernelGate {
+  absl::Mutex mu;
+  bool hold ABSL_GUARDED_BY(mu) = false;     // the next run waits until it is cleared
+  bool entered ABSL_GUARDED_BY(mu) = false;  // a run is waiting
+  bool Released() const ABSL_SHARED_LOCKS_REQUIRED(mu) { return !hold; }
+};
+
+TEST_F(RegionsTest, ShutdownEndsSoonAfterTheGraceWhenAClientStopsReadingItsReply) {
+  auto gate = std::make_shared<KernelGate>();
+  DaemonOptions options;
+  options.extra_candidates.push_back(testing::MakePlantedGatedCandidate([gate] {
+    absl::MutexLock lock(&gate->mu);
+    if (!gate->hold) return;
+    gate->entered = true;
+    gate->mu.Await(absl::Condition(gate.get(), &KernelGate::Released));
+  }));
+  grace_seconds_ = 1;
+  Start(options);
+  auto admin = Client(/*session=*/false, "127.0.0.1:" + std::to_string(daemon_->port()));
+  v1::ForceRequest force;
+  *force.mutable_problem() = Request(724, 724, 1).problem();  // C: 724 * 724 * 4 = 2 MB
+  force.set_candidate("planted_gated");
+  force.set_reason("the test decides when the kernel runs");
+  v1::ForceResponse forced;
+  ASSERT_TRUE(admin->Force(force, &forced).ok());
+  {
+    absl::MutexLock lock(&gate->mu);
+    gate->hold = true;
+  }
+  int out = -1, in = -1;
+  const pid_t peer = SpawnPeer({address_, "matmul", "724", "724"}, &out, &in);
+  ASSERT_GT(peer, 0);
+  {
+    absl::MutexLock lock(&gate->mu);
+    ASSERT_TRUE(gate->mu.AwaitWithTimeout(absl::Condition(&gate->entered), absl::Seconds(120)))
+        << "the peer's Matmul never reached the kernel";
+  }
+  // The client stops reading; then its 2 MB reply is produced, more than the
+  // Unix socket holds.
+  kill(peer, SIGSTOP);
+  int status = 0;
+  ASSERT_EQ(waitpid(peer, &status, WUNTRACED), peer);
+  ASSERT_TRUE(WIFSTOPPED(status));
+  {
+    absl::MutexLock lock(&gate->mu);
+    gate->hold = false;
+  }
+  auto shutdown = std::async(std::launch::async, [this] { return daemon_->Shutdown(); });
+  // Bounded by the grace period plus a few seconds; a generous wait here.
+  const bool ended = shutdown.wait_for(std::chrono::seconds(120)) == std::future_status::ready;
+  kill(peer, SIGCONT);  // it reads (or finds the call cancelled) and exits
+  const bool clean = shutdown.get();
+  ReadLine(out);
+  ASSERT_EQ(waitpid(peer, &status, 0), peer);
+  close(out);
+  close(in);
+  EXPECT_TRUE(ended) << "SIGTERM's shutdown waited on a reply its client never read";
+  EXPECT_FALSE(clean) << "the reply was not stuck: the test proved nothing";
 }
 
 }  // namespace

@@ -74,4 +74,13 @@ CandidateSpec MakePlantedPartialCCandidate() {
                  });
 }
 
+CandidateSpec MakePlantedGatedCandidate(std::function<void()> before) {
+  return Planted("planted_gated", "correct, but waits for its test before each run",
+                 [before = std::move(before)](const GemmArgs& args) {
+                   before();
+                   TripleLoop(args, args.problem.m, args.problem.k);
+                   return absl::OkStatus();
+                 });
+}
+
 }  // namespace arbiter::testing

@@ -9,9 +9,13 @@
 //   planted_partial_c  correct, but writes only rows [0, M/2) of C: the rest
 //                      keeps its NaN poison, so it fails at every M (M = 1
 //                      writes nothing).
+//   planted_gated      correct (the triple loop), but calls `before` first on
+//                      every run, so a test decides when a kernel may proceed.
 //
 // Never register these in a daemon.
 #pragma once
+
+#include <functional>
 
 #include "engine/candidate.h"
 
@@ -19,6 +23,7 @@ namespace arbiter::testing {
 
 CandidateSpec MakePlantedSkipKCandidate();
 CandidateSpec MakePlantedPartialCCandidate();
+CandidateSpec MakePlantedGatedCandidate(std::function<void()> before);
 
 // K values planted_skip_k leaves out: min(32, K) when K > 32, else 1.
 int64_t PlantedSkippedK(int64_t k);
