@@ -96,7 +96,7 @@ absl::StatusOr<std::unique_ptr<IntentJournal>> IntentJournal::Open(const std::st
       spdlog::warn("tuning intent file {} ignored: {}", path, leftover.status().ToString());
     }
   }
-  std::lock_guard<std::mutex> lock(journal->mu_);
+  absl::MutexLock lock(&journal->mu_);
   RETURN_IF_ERROR(journal->Write(journal->leftover_));  // a whole page from the start
   journal->current_ = journal->leftover_;
   return journal;
@@ -114,12 +114,12 @@ absl::Status IntentJournal::Write(const std::optional<Intent>& intent) {
 }
 
 absl::Status IntentJournal::Record(const Intent& intent) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return Write(intent);
 }
 
 absl::Status IntentJournal::SetCause(const std::string& cause) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!current_) return absl::OkStatus();
   Intent i = *current_;
   i.cause = cause;
@@ -127,7 +127,7 @@ absl::Status IntentJournal::SetCause(const std::string& cause) {
 }
 
 absl::Status IntentJournal::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!current_) return absl::OkStatus();
   return Write(std::nullopt);
 }

@@ -17,11 +17,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/bucket.h"
 #include "engine/problem.h"
 #include "engine/status.h"
@@ -71,7 +71,7 @@ class IntentJournal {
 
   const std::string path_;
   std::optional<Intent> leftover_;
-  std::mutex mu_;
+  absl::Mutex mu_;
   const int fd_;
   std::optional<Intent> current_ ABSL_GUARDED_BY(mu_);
 };

@@ -6,7 +6,13 @@
 //      (M*N*K <= oracle_full_volume, or M <= oracle_rows), else a sample of rows
 //      (SampledRows: first and last rows, partial-tile edges, one row per block);
 //   2. its determinism claim: run again (and, for batch_invariant, at a smaller
-//      M) into a second poisoned C, compared bitwise on the device;
+//      M) into a second poisoned C, compared bitwise on the device. A candidate
+//      whose checked run took over hopeless_factor times that of a candidate that
+//      holds the same claim (or a stronger one) is checked after the race instead,
+//      and only if its median is within hopeless_factor of the best's; if not, it
+//      cannot be served where the claim matters, and is recorded as
+//      nondeterministic with the reason (a slow generic kernel behind a fast one
+//      runs twice, for the oracle and one sample, instead of four times);
 //   3. paired timing: the candidates that passed are timed interleaved, one
 //      sample of each per round (the round's order rotating), each sample cold
 //      (cache flushed) and by the device timer, so drift in clocks or temperature
@@ -128,10 +134,10 @@ class Measurer {
   struct Operands;  // A, B, C, a second C, the reference and the rows it covers
 
   bool Cancelled() const { return options_.cancelled && options_.cancelled(); }
-  // Phase 1. Leaves the run's C in ops.c; false (with r's state and reason set)
-  // when the run fails or C is not finite or out of budget.
+  // Phase 1. Leaves the run's C in ops.c and its device time in `seconds`; false
+  // (with r's state and reason set) when the run fails or C is not finite or out of budget.
   bool PassesOracle(const CandidateMember& member, Operands& ops, CandidateResult* r,
-                    TuningCost* cost);
+                    TuningCost* cost, double* seconds);
   // Phase 2: the member's determinism claim, checked against the first run's C.
   // False (state kQuarantined, and claim_violation when the claim was disproved
   // rather than a run failing) when it does not hold.
@@ -139,6 +145,10 @@ class Measurer {
   // Phase 3: warm-up rounds, then interleaved timed rounds until every entrant has stopped.
   absl::Status TimePaired(std::vector<Entrant>& entrants, const Operands& ops,
                           MeasureReport* report);
+  // After the race, the claims deferred in phase 2: checked where the candidate's
+  // median is within hopeless_factor of the best's; else recorded as not checked,
+  // and the candidate as nondeterministic. Fails only where a Checkpoint does.
+  absl::Status CheckDeferredClaims(std::vector<Entrant>& entrants, Operands& ops);
 
   // MeasureHooks::Launching and ::Checkpoint, when there are hooks.
   void Launching(const CandidateSpec& candidate, std::string_view phase) {
@@ -152,7 +162,11 @@ class Measurer {
   MeasureHooks* hooks_;
 };
 
-// Random operand values: N(0,1) scaled by 0.5, rounded to the dtype, never all zero.
+// Random operand values, N(0, 0.5^2) rounded to the dtype, never zero. Up to
+// 2^16 elements, one draw each; past that, each element is one of 2^16 draws (a
+// table made from `seed`), picked and signed by a hash of (seed, its index), so
+// the same seed gives the same values however many threads fill them (up to 8,
+// for fills of millions of elements).
 void FillRandom(DType dtype, void* data, size_t count, uint64_t seed);
 
 }  // namespace arbiter

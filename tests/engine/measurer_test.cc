@@ -213,7 +213,9 @@ TEST_F(MeasurerTest, PairedTimingTakesOneSampleOfEachCandidatePerRound) {
   ASSERT_EQ(m.size(), 2u);
   ASSERT_EQ(m[0].result.samples, options_.max_samples) << m[0].result;
   ASSERT_EQ(m[1].result.samples, options_.max_samples) << m[1].result;
-  ASSERT_EQ(log->size(), 2u * options_.max_samples);
+  // The first two are the checked runs (timed too: see the deferred claim tests).
+  ASSERT_EQ(log->size(), 2u + 2u * options_.max_samples);
+  log->erase(log->begin(), log->begin() + 2);
   std::set<std::string> firsts;
   for (size_t round = 0; round < log->size() / 2; ++round) {
     const std::string& x = (*log)[2 * round];
@@ -487,6 +489,99 @@ TEST_F(MeasurerTest, AFaultInTheLastCandidatesOracleRunIsSeenBeforeAnotherCandid
   const absl::StatusOr<MeasureReport> r = Race(std::move(c), p_);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
   EXPECT_EQ(hooks.blamed, "faulting");
+}
+
+// A correct kernel of `first` device seconds on its first run and `later` after
+// (as a module loaded on first launch looks), that counts its runs and, when
+// `flaky`, perturbs one element of C on every second run.
+KernelFn CountedKernel(double first, double later, std::shared_ptr<int> runs, bool flaky = false) {
+  return [=](const GemmArgs& a) {
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    if (flaky && *runs % 2 == 1) static_cast<float*>(a.c)[0] *= 1.0000001f;
+    static_cast<FakeStream*>(a.stream)->Advance((*runs)++ == 0 ? first : later);
+    return absl::OkStatus();
+  };
+}
+
+TEST_F(MeasurerTest, ASlowCandidateBehindAFasterOneWithItsClaimRunsForTheOracleAndOneSampleOnly) {
+  options_.warmup_runs = 0;
+  options_.device_budget_seconds = 1e-3;
+  auto slow_runs = std::make_shared<int>(0);
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("quick", 3, TimedKernel(1e-6), Determinism::kBatchInvariant));
+  c.push_back(FakeCandidate("generic", 1, CountedKernel(5e-3, 5e-3, slow_runs),
+                            Determinism::kBatchInvariant));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(*slow_runs, 2) << "the oracle's run and one timed sample";
+  EXPECT_EQ(m[1].result.state, ResultState::kTimed) << m[1].result;
+  EXPECT_FALSE(m[1].claim_violation);
+  // Its claim went unchecked, so no request that needs it is served by it.
+  EXPECT_EQ(m[1].result.determinism, Determinism::kNondeterministic) << m[1].result;
+  EXPECT_NE(m[1].result.reason.find("batch_invariant claim not checked"), std::string::npos)
+      << m[1].result.reason;
+  EXPECT_EQ(m[0].result.determinism, Determinism::kBatchInvariant);
+  std::vector<CandidateResult> results{m[0].result, m[1].result};
+  EXPECT_EQ(Decide(results, Determinism::kBatchInvariant, std::nullopt, NoisePolicy{}).winner,
+            "quick");
+}
+
+TEST_F(MeasurerTest, ASlowCandidateIsStillCheckedWhereNoFasterOneHoldsItsClaim) {
+  // quick claims nothing, so generic's run_to_run claim is checked, and disproved.
+  auto slow_runs = std::make_shared<int>(0);
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("quick", 3, TimedKernel(1e-6), Determinism::kNondeterministic));
+  c.push_back(FakeCandidate("generic", 1, CountedKernel(5e-3, 5e-3, slow_runs, /*flaky=*/true),
+                            Determinism::kRunToRun));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_TRUE(m[1].claim_violation) << m[1].result;
+  EXPECT_EQ(m[1].result.state, ResultState::kQuarantined);
+}
+
+TEST_F(MeasurerTest, ASlowWrongCandidateStillFailsTheOracle) {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("quick", 3, TimedKernel(1e-6), Determinism::kBatchInvariant));
+  c.push_back(FakeCandidate("skips_k", 1, [](const GemmArgs& a) {
+    NaiveGemm(a, a.problem.k - 1, a.problem.m);
+    static_cast<FakeStream*>(a.stream)->Advance(5e-3);
+    return absl::OkStatus();
+  }, Determinism::kBatchInvariant));
+  c.push_back(FakeCandidate("half_written", 1, [](const GemmArgs& a) {
+    NaiveGemm(a, a.problem.k, a.problem.m / 2);
+    static_cast<FakeStream*>(a.stream)->Advance(5e-3);
+    return absl::OkStatus();
+  }, Determinism::kBatchInvariant));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[1].result.state, ResultState::kFailedOracle) << m[1].result;
+  EXPECT_EQ(m[2].result.state, ResultState::kFailedOracle) << m[2].result;
+}
+
+TEST_F(MeasurerTest, ADeferredClaimIsCheckedWhenTheRaceShowsTheCandidateCanWin) {
+  // Its first run is slow (a module loading), later runs are the fastest: the race
+  // shows it, so its claim is checked after all - and here it does not hold.
+  for (bool flaky : {false, true}) {
+    auto runs = std::make_shared<int>(0);
+    std::vector<CandidateSpec> c;
+    c.push_back(FakeCandidate("steady", 3, TimedKernel(2e-6), Determinism::kRunToRun));
+    c.push_back(FakeCandidate("late_loader", 2, CountedKernel(5e-3, 1e-6, runs, flaky),
+                              Determinism::kRunToRun));
+    const std::vector<Measurement> m = Measure(std::move(c), p_);
+    ASSERT_EQ(m.size(), 2u);
+    const CandidateResult& r = m[1].result;
+    if (flaky) {
+      EXPECT_TRUE(m[1].claim_violation) << r;
+      EXPECT_EQ(r.state, ResultState::kQuarantined) << r;
+    } else {
+      EXPECT_FALSE(m[1].claim_violation) << r;
+      EXPECT_EQ(r.state, ResultState::kTimed) << r;
+      EXPECT_EQ(r.determinism, Determinism::kRunToRun) << r;
+      std::vector<CandidateResult> results{m[0].result, r};
+      EXPECT_EQ(Decide(results, Determinism::kRunToRun, std::nullopt, NoisePolicy{}).winner,
+                "late_loader");
+    }
+  }
 }
 
 }  // namespace

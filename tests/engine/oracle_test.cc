@@ -1,6 +1,7 @@
 #include "engine/oracle.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 
@@ -130,6 +131,57 @@ TEST(OracleTest, CheckRowsNamesAWrongElementByItsRowInC) {
   EXPECT_FALSE(r.pass);
   EXPECT_NE(r.detail.find("C[2,3]"), std::string::npos) << r.detail;
   EXPECT_NE(r.detail.find("2 of 6 rows checked"), std::string::npos) << r.detail;
+}
+
+// The measurer's operands: random, never zero, spread like N(0, 0.5^2), in every dtype.
+TEST(OperandFillTest, ValuesAreNonZeroFiniteAndSpreadLikeTheNormal) {
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16}) {
+    const size_t count = 1 << 17;
+    std::vector<uint8_t> x(count * ElementSize(dtype));
+    FillRandom(dtype, x.data(), count, 7);
+    double sum = 0, sum_sq = 0;
+    int64_t negative = 0;
+    std::set<double> distinct;
+    for (size_t i = 0; i < count; ++i) {
+      const double v = LoadAsDouble(dtype, x.data(), i);
+      ASSERT_TRUE(std::isfinite(v)) << DTypeName(dtype) << " element " << i;
+      ASSERT_NE(v, 0.0) << DTypeName(dtype) << " element " << i;
+      sum += v;
+      sum_sq += v * v;
+      negative += v < 0;
+      distinct.insert(v);
+    }
+    const double mean = sum / count;
+    const double sd = std::sqrt(sum_sq / count - mean * mean);
+    EXPECT_NEAR(mean, 0.0, 0.01) << DTypeName(dtype);
+    EXPECT_NEAR(sd, 0.5, 0.01) << DTypeName(dtype);
+    EXPECT_NEAR(static_cast<double>(negative) / count, 0.5, 0.01) << DTypeName(dtype);
+    // Rounded to 16 bits there are few values near the mean; in f32/f64 almost none repeat.
+    EXPECT_GT(distinct.size(), dtype == DType::kF32 || dtype == DType::kF64 ? 60000u : 1000u)
+        << DTypeName(dtype);
+  }
+}
+
+TEST(OperandFillTest, ALongFillSplitAcrossThreadsGivesTheSameValuesAsAShortOne) {
+  // Long enough to be split across threads; the prefix is filled by one thread alone.
+  const size_t count = size_t{1} << 23, prefix = size_t{1} << 16;
+  std::vector<uint16_t> whole(count), again(count), head(prefix);
+  FillRandom(DType::kBF16, whole.data(), count, 11);
+  FillRandom(DType::kBF16, again.data(), count, 11);
+  FillRandom(DType::kBF16, head.data(), prefix, 11);
+  EXPECT_TRUE(whole == again) << "the same seed gave different operands";
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), whole.begin()));
+  // The far end is random too: not a repeat of the beginning.
+  EXPECT_FALSE(std::equal(head.begin(), head.end(), whole.end() - prefix));
+}
+
+TEST(OperandFillTest, AnotherSeedGivesOtherOperands) {
+  std::vector<float> x(1000), y(1000);
+  FillRandom(DType::kF32, x.data(), x.size(), 1);
+  FillRandom(DType::kF32, y.data(), y.size(), 2);
+  size_t same = 0;
+  for (size_t i = 0; i < x.size(); ++i) same += x[i] == y[i];
+  EXPECT_LT(same, 10u);
 }
 
 }  // namespace
