@@ -8,10 +8,7 @@
 #                (tests/sanitize/tsan.supp lists what is suppressed, and why)
 # Prints one line per test binary and a summary; exits non-zero when any fails.
 # Usage: scripts/sanitize.sh [asan|tsan]...   (default: both)
-#
-# Not yet called by scripts/test.sh: neither stage has been seen to pass in full
-# (tests/reliability/RESULTS.md, "CI cost"); once each has, with its time measured,
-# test.sh runs it after ctest.
+# scripts/test.sh runs both after the fuzz stage (ARBITER_SANITIZE_IN_TEST=0 skips them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
