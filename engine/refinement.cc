@@ -38,19 +38,24 @@ std::vector<std::string> Leaders(const Verdict& v, const RefineOptions& options)
     return x->median_seconds < y->median_seconds;
   });
   std::vector<std::string> out;
-  auto add = [&](const std::string& name) {
-    if (static_cast<int>(out.size()) < std::max(options.max_leaders, 1) &&
-        std::find(out.begin(), out.end(), name) == out.end()) {
-      out.push_back(name);
-    }
+  // The winner and those within the margin count against max_leaders; the fastest
+  // at each stricter determinism level come on top (at most two more), so they
+  // never crowd out the close contenders, which are what a shape elsewhere in
+  // the bucket may prefer (on the H200, cuBLASLt's other heuristics and wgmma).
+  int capped = 0;
+  auto add = [&](const std::string& name, bool counted) {
+    if (std::find(out.begin(), out.end(), name) != out.end()) return;
+    if (counted && capped >= std::max(options.max_leaders, 1)) return;
+    out.push_back(name);
+    capped += counted;
   };
   const CandidateResult* winner = Timed(v, v.winner);
-  if (winner != nullptr) add(winner->name);
+  if (winner != nullptr) add(winner->name, true);
   // The fastest meeting each stricter level: what a request requiring it is served.
   for (Determinism level : {Determinism::kRunToRun, Determinism::kBatchInvariant}) {
     for (const CandidateResult* r : timed) {
       if (r->determinism >= level) {
-        add(r->name);
+        add(r->name, false);
         break;
       }
     }
@@ -60,7 +65,7 @@ std::vector<std::string> Leaders(const Verdict& v, const RefineOptions& options)
                          : (timed.empty() ? 0 : timed.front()->median_seconds)) *
       (1 + options.leader_margin);
   for (const CandidateResult* r : timed) {
-    if (r->median_seconds <= bound) add(r->name);
+    if (r->median_seconds <= bound) add(r->name, true);
   }
   return out;
 }

@@ -37,15 +37,17 @@ struct RefineOptions {
   size_t hot_capacity = 4096;
   // Leaders: timed candidates whose median is within this fraction of the winner's.
   double leader_margin = 0.25;
-  // At most this many candidates race a refinement (the winner and the fastest
-  // at each determinism level come first).
+  // At most this many of the winner and those within the margin race a
+  // refinement; the fastest at each stricter determinism level (two at most) come
+  // on top.
   int max_leaders = 4;
 };
 
 // The names a refinement of `bucket_verdict` races: its winner, the fastest
-// timed candidate at each determinism level (so a request that requires one
-// still finds a refined figure), then the other timed candidates within
-// leader_margin of the winner, fastest first, up to max_leaders in all.
+// timed candidate at each stricter determinism level (so a request that
+// requires one still finds a refined figure), then the other timed candidates
+// within leader_margin of the winner, fastest first, until the winner and these
+// number max_leaders.
 std::vector<std::string> Leaders(const Verdict& bucket_verdict, const RefineOptions& options);
 
 // The verdict among a bucket's (`bucket_verdict` and its `scoped` ones) that
