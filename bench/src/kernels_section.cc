@@ -13,12 +13,6 @@
 namespace arbiter::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 // One measured row before the floor is known.
 struct Row {
   BenchShape shape;
@@ -80,7 +74,7 @@ absl::StatusOr<Table> RunKernels(BenchDevice& dev, const std::vector<BenchShape>
   std::map<std::string, double> vendor_time;  // by shape
   for (const BenchShape& s : shapes) {
     const Problem& p = s.problem;
-    if (options.max_gflop > 0 && p.flops() > options.max_gflop * 1e9) {
+    if (options.OverGflop(p)) {
       skipped->push_back(absl::StrCat("kernels ", p.ToString(), ": over --max_gflop"));
       continue;
     }

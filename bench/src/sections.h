@@ -12,10 +12,12 @@
 // output (and its determinism claim) before it is timed - the Measurer's phases.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
 #include "bench/src/bench_device.h"
@@ -44,7 +46,19 @@ struct SectionOptions {
   double budget_seconds = 0;   // start no new shape after this long (0: no limit)
   bool second_run = true;      // measure each shape twice, to show the runs agree
   bool verbose = true;         // a progress line per shape on stderr
+
+  // Whether `p` is over --max_gflop (and so skipped).
+  bool OverGflop(const Problem& p) const { return max_gflop > 0 && p.flops() > max_gflop * 1e9; }
 };
+
+using Clock = std::chrono::steady_clock;
+// Seconds of host wall time since `t0` (section budgets and progress, never kernel time).
+inline double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// "MxNxK", how the tables name a shape.
+inline std::string Dims(const Problem& p) { return absl::StrCat(p.m, "x", p.n, "x", p.k); }
 
 // Times the vendor delegate at `squares` (n^3 of `dtype`) and the copy bandwidth.
 absl::StatusOr<Rates> MeasureRates(BenchDevice& dev, DType dtype, const std::vector<int64_t>& squares,

@@ -9,17 +9,6 @@
 #include "engine/selection.h"
 
 namespace arbiter::bench {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string Dims(const Problem& p) { return absl::StrCat(p.m, "x", p.n, "x", p.k); }
-
-}  // namespace
 
 double Exhaustive::Time(const std::string& name) const {
   const auto it = seconds.find(name);
@@ -57,7 +46,7 @@ absl::StatusOr<Table> RunSelection(BenchDevice& dev, Arbiter& serving,
              "select_wall_s"});
   for (const BenchShape& s : shapes) {
     const Problem& p = s.problem;
-    if (options.max_gflop > 0 && p.flops() > options.max_gflop * 1e9) {
+    if (options.OverGflop(p)) {
       skipped->push_back(absl::StrCat("selection ", p.ToString(), ": over --max_gflop"));
       continue;
     }

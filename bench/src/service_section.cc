@@ -20,6 +20,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bench/src/sections.h"
 #include "client/arbiter_client.h"
 #include "client/device_operands.h"
 #include "client/matmul_check.h"
@@ -28,12 +29,6 @@
 
 namespace arbiter::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // An arbiterd this bench started; stopped (SIGTERM, then waited for) when it goes.
 class Daemon {

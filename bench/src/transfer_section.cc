@@ -14,18 +14,6 @@
 namespace arbiter::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string Dims(const Problem& p) { return absl::StrCat(p.m, "x", p.n, "x", p.k); }
-
-bool OverGflop(const Problem& p, const SectionOptions& options) {
-  return options.max_gflop > 0 && p.flops() > options.max_gflop * 1e9;
-}
-
 // What a shape was served before refinement, measured exhaustively there.
 struct Before {
   Problem q;
@@ -97,7 +85,7 @@ absl::StatusOr<Table> RunTransfer(BenchDevice& dev, Arbiter& engine, TuningTally
       skipped->push_back(absl::StrCat(label, ": section time budget spent"));
       continue;
     }
-    if (OverGflop(g.measured, options)) {
+    if (options.OverGflop(g.measured)) {
       skipped->push_back(absl::StrCat(label, ": over --max_gflop"));
       continue;
     }
@@ -121,7 +109,7 @@ absl::StatusOr<Table> RunTransfer(BenchDevice& dev, Arbiter& engine, TuningTally
         skipped->push_back(absl::StrCat(what, ": not in the same bucket"));
         continue;
       }
-      if (OverGflop(q, options)) {
+      if (options.OverGflop(q)) {
         skipped->push_back(absl::StrCat(what, ": over --max_gflop"));
         continue;
       }
