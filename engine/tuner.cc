@@ -299,18 +299,22 @@ absl::Status Tuner::Enqueue(const Problem& p, const std::string& peer) {
 }
 
 void Tuner::EnqueueRefinement(const Problem& p) {
+  if (!QueueRefinement(p) && options_.on_refinement_lost) options_.on_refinement_lost(p);
+}
+
+bool Tuner::QueueRefinement(const Problem& p) {
   const JobKey key{BucketKeyOf(p), VerdictScope::Shape(p).ToString()};
   absl::MutexLock lock(&mu_);
-  if (stopping_) return;
+  if (stopping_) return false;
   if (auto it = jobs_.find(key); it != jobs_.end()) {
     it->second->background = true;
     it->second->drop = false;
-    return;
+    return true;
   }
   if (refinements_ >= options_.max_queued_refinements) {
     spdlog::debug("refinement of {} not queued: {} refinements queued (limit {})", p.ToString(),
                   refinements_, options_.max_queued_refinements);
-    return;
+    return false;
   }
   auto job = std::make_shared<Job>();
   job->problem = p;
@@ -322,6 +326,7 @@ void Tuner::EnqueueRefinement(const Problem& p) {
   jobs_[key] = job;
   queue_.push_back(job);
   changed_.SignalAll();
+  return true;
 }
 
 void Tuner::Shutdown() {
@@ -525,6 +530,9 @@ void Tuner::MeasuringLoop() {
       spdlog::debug("background tuning of {} left to another daemon", job->What());
     } else if (!result.ok() && !job->stopped && job->background) {
       spdlog::warn("background tuning of {} failed: {}", job->What(), result.status().ToString());
+      // Told before the job is finished, so that whoever waits for the queue to empty
+      // finds the shape free to become hot again.
+      if (job->refinement && options_.on_refinement_lost) options_.on_refinement_lost(job->problem);
     }
     Finish(job, std::move(result));
   }

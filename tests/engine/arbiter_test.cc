@@ -35,6 +35,8 @@ class OutageStore final : public VerdictStore {
 
   VerdictStore& inner() { return *inner_; }
   void set_down(bool down) { down_ = down; }
+  // Writes of verdicts fail (a full disk) while reads still answer.
+  void set_refuse_verdicts(bool refuse) { refuse_verdicts_ = refuse; }
   void Resync() {
     std::lock_guard lock(subscribers_->mu);
     if (subscribers_->on_change) subscribers_->on_change(StoreChange{});
@@ -46,6 +48,7 @@ class OutageStore final : public VerdictStore {
   absl::Status Health() override { return Up(); }
   absl::Status PutVerdict(const Verdict& v) override {
     RETURN_IF_ERROR(Up());
+    if (refuse_verdicts_) return absl::ResourceExhaustedError("outage store: disk full");
     return inner_->PutVerdict(v);
   }
   absl::StatusOr<Verdict> GetVerdict(const std::string& fp, DType d, const Bucket& b) override {
@@ -131,6 +134,7 @@ class OutageStore final : public VerdictStore {
 
   std::unique_ptr<VerdictStore> inner_;
   std::atomic<bool> down_{false};
+  std::atomic<bool> refuse_verdicts_{false};
   std::shared_ptr<Subscribers> subscribers_ = std::make_shared<Subscribers>();
 };
 
@@ -411,6 +415,30 @@ TEST_F(ArbiterTest, AShapeWhoseRefinementWasInvalidatedIsRefinedAgainOnceHotAgai
     scope.bucket = BucketOf(kBucketShape);
     ASSERT_TRUE(arbiter->Invalidate(scope).ok());
     ASSERT_TRUE(Listed(*arbiter).empty());
+  }
+}
+
+TEST_F(ArbiterTest, AHotShapeWhoseBackgroundRefinementFailedIsRefinedOnceHotAgain) {
+  options_.refine.hot_after = 3;
+  options_.selection_cache_entries = 0;  // no answer remembered: every use is counted
+  auto sqlite = VerdictStore::Open((dir_ / "verdicts.db").string());
+  ASSERT_TRUE(sqlite.ok()) << sqlite.status();
+  auto owned = std::make_unique<OutageStore>(std::move(*sqlite));
+  OutageStore* store = owned.get();
+  auto arbiter = Start(Shaped(), std::move(owned));
+  ASSERT_TRUE(arbiter->Select(kBucketShape, {}).ok());  // measures the bucket at 64^3
+  for (bool refuse : {true, false}) {
+    // First the store refuses the refinement's verdict, so the refinement fails; then
+    // it takes it, and the shape, hot again, must be refined then.
+    store->set_refuse_verdicts(refuse);
+    for (int i = 0; i < 3; ++i) {
+      auto s = arbiter->Select(kNarrowShape, {});
+      ASSERT_TRUE(s.ok()) << s.status();
+      ASSERT_EQ(s->verdict->measured, kBucketShape) << "refuse " << refuse;
+    }
+    arbiter->WaitIdle();
+    EXPECT_EQ(Listed(*arbiter).count("40x64x64"), refuse ? 0u : 1u)
+        << (refuse ? "the store refused it" : "refined once hot again after the failure");
   }
 }
 
