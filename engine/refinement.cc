@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
 namespace arbiter {
 
 namespace {
@@ -68,6 +71,32 @@ std::vector<std::string> Leaders(const Verdict& v, const RefineOptions& options)
     if (r->median_seconds <= bound) add(r->name, true);
   }
   return out;
+}
+
+Decision DecideRefinement(const std::vector<CandidateResult>& results, Determinism required,
+                          const std::optional<std::string>& previous, const NoisePolicy& noise) {
+  const CandidateResult* fastest = nullptr;
+  bool previous_timed = false;
+  for (const CandidateResult& r : results) {
+    if (!r.timed() || r.determinism < required) continue;
+    if (fastest == nullptr || r.median_seconds < fastest->median_seconds) fastest = &r;
+    previous_timed |= previous && r.name == *previous;
+  }
+  // An earlier refinement's winner, timed again here, is an incumbent like any previous winner.
+  if (previous_timed) return Decide(results, required, previous, noise);
+  Decision d;
+  if (fastest == nullptr) {
+    d.reason = absl::StrCat("no candidate meeting ", DeterminismName(required),
+                            " passed the oracle and was timed");
+    return d;
+  }
+  d.winner = fastest->name;
+  d.winner_version = fastest->version;
+  d.reason = absl::StrFormat(
+      "fastest at this shape (%.2fus, spread %.1f%%); no incumbent at a shape refined for the "
+      "first time",
+      fastest->median_seconds * 1e6, fastest->spread * 100);
+  return d;
 }
 
 const Verdict* RefinementOf(const Verdict& bucket_verdict, const Problem& p) {

@@ -442,6 +442,43 @@ TEST_F(ArbiterTest, AHotShapeWhoseBackgroundRefinementFailedIsRefinedOnceHotAgai
   }
 }
 
+// A kernel taking seconds(problem) times 0.95, 1 and 1.05 in turn: a spread of
+// about 10% around a median of seconds(problem).
+KernelFn NoisyShapedKernel(std::function<double(const Problem&)> seconds) {
+  auto calls = std::make_shared<int>(0);
+  return [=](const GemmArgs& args) {
+    NaiveGemm(args, args.problem.k, args.problem.m);
+    static constexpr double kWobble[] = {0.95, 1.0, 1.05};
+    static_cast<FakeStream*>(args.stream)->Advance(seconds(args.problem) * kWobble[(*calls)++ % 3]);
+    return absl::OkStatus();
+  };
+}
+
+TEST_F(ArbiterTest, ARefinedShapeIsServedByTheFastestThereThoughWithinTheNoiseOfTheBucketsWinner) {
+  // `vendor` (tier 3) wins the bucket at 64^3; at 40x64x64 `other` is 4% faster,
+  // within 2x their 10% spread: not enough to split the bucket, but the shape's own
+  // verdict is served by the faster there.
+  const auto at = [](double bucket, double narrow) {
+    return [=](const Problem& p) { return p.m <= 48 ? narrow : bucket; };
+  };
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("vendor", 3, NoisyShapedKernel(at(10e-6, 10.4e-6))));
+  c.push_back(FakeCandidate("other", 2, NoisyShapedKernel(at(10.4e-6, 10e-6))));
+  auto arbiter = Start(std::move(c));
+  ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+  ASSERT_EQ(Listed(*arbiter).at("").winner, "vendor");
+  absl::StatusOr<Verdict> refined = arbiter->Tune(kNarrowShape);
+  ASSERT_TRUE(refined.ok()) << refined.status();
+  ASSERT_GT(refined->Result("other")->spread, 0.02) << "the noise the test means to plant";
+  EXPECT_EQ(refined->winner, "other") << refined->reason;
+  auto s = arbiter->Select(kNarrowShape, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->candidate, "other") << s->reason;
+  const std::map<std::string, Verdict> listed = Listed(*arbiter);
+  EXPECT_EQ(listed.size(), 2u) << "the bucket and the refinement: within the noise, no split";
+  EXPECT_EQ(arbiter->Select(kBucketShape, {})->candidate, "vendor");
+}
+
 TEST_F(ArbiterTest, ARememberedAnswerGivesWayToTheRefinementAndTheSplitHalfThatNowServeItsShape) {
   options_.refine.hot_after = 0;  // only tune refines: answers are remembered from the first
   auto arbiter = Start(Shaped());

@@ -58,6 +58,43 @@ TEST(RefinementTest, LeadersKeepTheFastestOfEachDeterminismLevelBesideTheCappedC
          "batch_invariant request can be served, far slower as it is";
 }
 
+TEST(RefinementTest, LeadersByDefaultAreTheWinnerAndItsFiveClosestContenders) {
+  // As on the H200: the bucket's winner and six others within the margin whose order
+  // changes from shape to shape (cuBLASLt's heuristics, padded cuBLAS, wgmma).
+  const Verdict v = BucketVerdict(
+      {TimedResult("win", 10e-6), TimedResult("a", 9.0e-6), TimedResult("b", 10.2e-6),
+       TimedResult("c", 10.4e-6), TimedResult("d", 10.6e-6), TimedResult("e", 10.8e-6),
+       TimedResult("f", 11e-6), TimedResult("slow", 20e-6)},
+      "win");
+  EXPECT_EQ(Leaders(v, RefineOptions{}),
+            (std::vector<std::string>{"win", "a", "b", "c", "d", "e"}));
+}
+
+TEST(RefinementTest, AShapeRefinedForTheFirstTimeIsServedByTheFastestThereEvenWithinTheNoise) {
+  // At the refined shape `other` is 4% faster than the bucket's winner, within 2x
+  // their 10% spread: the bucket's winner would stay as an incumbent, but it won at
+  // another shape and is none here.
+  std::vector<CandidateResult> here = {TimedResult("bucket_winner", 10.4e-6),
+                                       TimedResult("other", 10e-6)};
+  for (CandidateResult& r : here) r.spread = 0.10;
+  const NoisePolicy noise;
+  ASSERT_EQ(Decide(here, Determinism::kNondeterministic, "bucket_winner", noise).winner,
+            "bucket_winner");
+  const Decision d = DecideRefinement(here, Determinism::kNondeterministic, std::nullopt, noise);
+  EXPECT_EQ(d.winner, "other");
+  EXPECT_NE(d.reason.find("fastest at this shape"), std::string::npos) << d.reason;
+  // Refined again: the earlier refinement's winner is an incumbent like any previous winner.
+  EXPECT_EQ(DecideRefinement(here, Determinism::kNondeterministic, "bucket_winner", noise).winner,
+            "bucket_winner");
+  // A required determinism filters first.
+  here[1].determinism = Determinism::kNondeterministic;
+  here[0].determinism = Determinism::kRunToRun;
+  EXPECT_EQ(DecideRefinement(here, Determinism::kRunToRun, std::nullopt, noise).winner,
+            "bucket_winner");
+  EXPECT_TRUE(DecideRefinement(here, Determinism::kBatchInvariant, std::nullopt, noise)
+                  .winner.empty());
+}
+
 TEST(RefinementTest, TheMostSpecificVerdictServesAShape) {
   Verdict v = BucketVerdict({TimedResult("win", 10e-6)}, "win");
   Verdict exact = v;
