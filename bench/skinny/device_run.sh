@@ -3,7 +3,8 @@
 # (registers, no local memory), the skinny gtest suite and memcheck; then an
 # Nsight Compute look at why 64 rows are slow (stall reasons) and at the
 # narrow-N long-K shape; then the timed tables, last.
-# Builds nothing there; at most ~560 s (every step has its own timeout).
+# Builds nothing there; under 560 s: every step has its own timeout, and the
+# profiles and the A/B are skipped when earlier steps ran long (SECONDS).
 # Here, from the repository root:
 #   cmake --build build --target skinny_bench skinny_tests
 #   ../shared/device/bundle BUNDLE build/bin/skinny_bench build/bin/skinny_tests
@@ -37,11 +38,11 @@ if command -v cuobjdump >/dev/null; then
        "registers $(grep -o 'REG:[0-9]*' "$out/res-usage.txt" | sort -t: -k2 -n | uniq -c | tr '\n' ' ')"
 fi
 
-timeout 200 "$bundle/bin/skinny_tests" > "$out/gtest.log" 2>&1; echo "gtest rc=$?"
+timeout 150 "$bundle/bin/skinny_tests" > "$out/gtest.log" 2>&1; echo "gtest rc=$?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|differ" "$out/gtest.log" | head -30
 
 if command -v compute-sanitizer >/dev/null; then
-  timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$bundle/bin/skinny_tests" \
+  timeout 80 compute-sanitizer --tool memcheck --error-exitcode 9 "$bundle/bin/skinny_tests" \
     --gtest_filter='SkinnyStreamTest.LaunchGeometry*:SkinnyStreamTest.MatchesReferenceOnRagged*' \
     > "$out/memcheck.log" 2>&1; echo "memcheck rc=$?"
   grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | head -5
@@ -50,7 +51,8 @@ fi
 # Stall reasons at 64 rows (s128x6c2 was 2.9x cuBLAS there, s256x4c2 1.7x) and
 # the narrow-N long-K launch with its split reduce; the previous build too.
 ncu_look() {  # BINARY LOG SHAPE CANDIDATES
-  timeout 60 ncu --section SpeedOfLight --section Occupancy --section SchedulerStats \
+  (( SECONDS < 300 )) || { echo "ncu $3 skipped (${SECONDS} s gone)"; return; }
+  timeout 45 ncu --section SpeedOfLight --section Occupancy --section SchedulerStats \
     --section WarpStateStats -k regex:'SkinnyStream|SplitReduce' --launch-skip 3 -c 10 "$1" --candidates "$4" \
     --shapes "$3" --check_shapes 1x64x64 --reps 5 > "$2" 2>&1
   echo "ncu $(basename "$1") $3 rc=$?"
@@ -62,7 +64,7 @@ if command -v ncu >/dev/null; then
   [[ -x $prev ]] && ncu_look "$prev" "$out/ncu-rows-prev.log" 64x4096x4096 s128x6c2,s256x4c2
   ncu_look "$bench" "$out/ncu-narrow.log" 16x16x65536 s128x6c2,s128x4c4
   # Every stall reason as a number (cycles per issued instruction), this build.
-  timeout 60 ncu --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+  (( SECONDS < 300 )) && timeout 45 ncu --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
     -k regex:SkinnyStream --launch-skip 3 -c 9 "$bench" --candidates s128x6c2,s256x4c2 \
     --shapes 64x4096x4096 --check_shapes 1x64x64 --reps 5 > "$out/ncu-stalls.log" 2>&1
   echo "ncu stalls rc=$?"
@@ -73,13 +75,13 @@ fi
 
 # Timed: the default grid (as in bench/results/skinny-h200.md), then the public,
 # narrow and row shapes; the previous build on the same shapes.
-timeout 150 "$bench" --reps 30 --out "$out" > "$out/bench.log" 2>&1; echo "bench rc=$?"
+timeout 100 "$bench" --reps 30 --out "$out" > "$out/bench.log" 2>&1; echo "bench rc=$?"
 mkdir -p "$out/public"
-timeout 100 "$bench" --reps 30 --shapes "$public,$narrow,$rows" --check_shapes 1x64x64 \
+timeout 70 "$bench" --reps 30 --shapes "$public,$narrow,$rows" --check_shapes 1x64x64 \
   --out "$out/public" > "$out/public/bench.log" 2>&1; echo "bench public rc=$?"
-if [[ -x $prev ]]; then
+if [[ -x $prev ]] && (( SECONDS < 480 )); then
   mkdir -p "$out/prev"
-  timeout 80 "$prev" --reps 30 --shapes "$public,$narrow,$rows" --check_shapes 1x64x64 \
+  timeout 60 "$prev" --reps 30 --shapes "$public,$narrow,$rows" --check_shapes 1x64x64 \
     --out "$out/prev" > "$out/prev/bench.log" 2>&1; echo "bench prev rc=$?"
 fi
 for log in "$out/bench.log" "$out/public/bench.log" ${prev:+"$out/prev/bench.log"}; do
