@@ -9,8 +9,7 @@ CandidateSpec MakeSkinnyCandidate() {
   return MakeFamily({
       .name = "skinny",
       // Version 2: skinny_stream (the first design was never registered).
-      // Version 3: every token group computed (no exit at M), warps past N idle.
-      .version = 3,
+      .version = 2,
       .tier = 2,
       // Thread-block clusters: the K splits of a column strip add up in DSMEM.
       .arch = "sm_90+",

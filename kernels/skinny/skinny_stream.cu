@@ -8,11 +8,10 @@
 // Launch geometry: grid.x walks N in strips of `columns` (256 or 128) columns,
 // one strip per CTA; grid.y walks the K splits (split y takes rows
 // [y * k_chunk, (y + 1) * k_chunk)); no axis walks M: every CTA carries all M
-// rows, in TG groups of 8 tokens (TG = 1, 2, 4, 8 for M <= 8, 16, 32, 64; at
-// TG <= 4 every group is computed, rows past M as zeros never stored). A CTA
+// rows, in TG groups of 8 tokens (TG = 1, 2, 4, 8 for M <= 8, 16, 32, 64). A CTA
 // has one warp per 32 columns; warp w owns columns [32w, 32w + 32) of the strip
 // (two n16 tiles) over the CTA's whole K range, so no reduction runs inside a
-// CTA; a warp whose columns all lie past N only copies.
+// CTA.
 //
 // The stream: the CTA walks its K range in stages of 32 rows through a ring of
 // `stages` slots in shared memory filled by cp.async (stages - 1 in flight while
@@ -145,10 +144,7 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
   const int64_t kbeg = static_cast<int64_t>(blockIdx.y) * p.k_chunk;
   const int64_t kend = min(p.k, kbeg + p.k_chunk);
   const int steps = kbeg < kend ? static_cast<int>((kend - kbeg + kRows - 1) / kRows) : 0;
-  // Warp-uniform: does any of the warp's 32 columns lie inside N?
-  const bool warp_live = n0 + warp * 32 < p.n;
-  // Token groups that hold a row of A (uniform per CTA): only TG = 8 stops
-  // there (see compute).
+  // Token groups wholly past M are neither copied nor computed (uniform per CTA).
   const int live_groups = static_cast<int>(min(static_cast<int64_t>(TG), (p.m + 7) / 8));
   const uint32_t ring = SmemAddress(smem);
 
@@ -194,8 +190,7 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
         CopyElement(dst, src, ok);
       }
     }
-    // Every group's rows are filled (zeros past M): compute reads all TG groups.
-    constexpr int tokens = T::kTokens;
+    const int tokens = live_groups * 8;
     if (p.a_vec) {
       // K % 8 == 0 and stages start at multiples of 32: a chunk of 8 k values
       // is wholly inside or outside [kbeg, kend).
@@ -215,16 +210,8 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
     }
   };
 
-  // Stage in `slot`: two k16 steps over the warp's two n16 tiles, for every
-  // token group. At TG <= 4 all groups are computed whatever M is (rows past
-  // M are zeros and never stored), with no data-dependent exit from the loop,
-  // so the A fragments of group t + 1 can load while group t's mma run. At
-  // TG = 8 the loop stops at the last live group as before: without that exit
-  // ptxas hoists the loads past the 128-register cap and spills. A warp whose
-  // 32 columns all lie past N (a narrow N, e.g. 16, in a 128-column strip)
-  // skips the stage.
+  // Stage in `slot`: two k16 steps over the warp's two n16 tiles.
   auto compute = [&](int slot) {
-    if (!warp_live) return;
     const uint32_t sb = ring + slot * T::kStageBytes;
     const uint32_t sa = sb + T::kBBytes;
     // ldmatrix.x4.trans: lanes 8q .. 8q + 7 address matrix q's 8 k rows; matrix
@@ -243,9 +230,7 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
     }
 #pragma unroll
     for (int t = 0; t < TG; ++t) {
-      if constexpr (TG == 8) {
-        if (t >= live_groups) break;
-      }
+      if (t >= live_groups) break;
       // ldmatrix.x4: matrix q = tokens 8t .. 8t + 7 at k 8q .. 8q + 7, so
       // registers {0, 1} are step 0's b0b1, b2b3 and {2, 3} step 1's.
       uint32_t afrag[4];
@@ -324,20 +309,8 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
     for (int e = rank * per + threadIdx.x; e < hi; e += kCols) {
       const int token = e / kCols, col = e % kCols;
       float* local = &red[token * T::kRedStride + col];
-      // Every rank's value is loaded before the first add, so the (up to 8)
-      // remote reads are in flight together instead of one DSMEM round trip
-      // per split (at M = 64 that chain cost several microseconds); the adds
-      // then run in rank order as before, so the bits do not change.
-      float v[kMaxClusterSplits];
-#pragma unroll
-      for (int r = 0; r < kMaxClusterSplits; ++r) {
-        if (r < splits) v[r] = *cluster.map_shared_rank(local, r);
-      }
-      float s = v[0];
-#pragma unroll
-      for (int r = 1; r < kMaxClusterSplits; ++r) {
-        if (r < splits) s += v[r];
-      }
+      float s = *cluster.map_shared_rank(local, 0);
+      for (int r = 1; r < splits; ++r) s += *cluster.map_shared_rank(local, r);
       if (n0 + col < p.n) p.c[token * p.n + n0 + col] = ToStorage<kBf16>(s);
     }
     cluster.sync();
