@@ -11,7 +11,8 @@
 # out); the CPU backend, kernel and integration tests under ASan (not yet run).
 # Prints one line per test binary and a summary; exits non-zero when any fails.
 # Usage: scripts/sanitize.sh [asan|tsan]...   (default: both)
-# scripts/test.sh runs both after the fuzz stage (ARBITER_SANITIZE_IN_TEST=0 skips them).
+# scripts/test.sh runs the asan stage after the fuzz stage (ARBITER_SANITIZE_IN_TEST=0 skips it);
+# tsan by hand until it has run clean repeatedly (RESULTS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
