@@ -475,7 +475,6 @@ absl::StatusOr<std::unique_ptr<StoreLease>> Tuner::TakeLease(
 void Tuner::MeasuringLoop() {
   while (true) {
     std::shared_ptr<Job> job;
-    bool background_only = false;
     {
       absl::MutexLock lock(&mu_);
       // Verdicts waiting for the store are retried each second, or at once on a
@@ -494,16 +493,15 @@ void Tuner::MeasuringLoop() {
         job->running = true;
         job->stopped = false;
         running_ = job;
-        background_only = job->waiters == 0;
       }
     }
     WriteBack();
     if (job == nullptr) continue;
     absl::StatusOr<Verdict> result;
-    // A background entry for a bucket measured meanwhile (e.g. by an operator's tune).
-    std::optional<Verdict> fresh = background_only && !job->remeasure && !job->refinement
-                                       ? FreshVerdict(job->problem)
-                                       : std::nullopt;
+    // A bucket measured meanwhile (by an operator's tune, or by the job that finished just
+    // after its caller found no verdict) is answered with that verdict, not measured again.
+    std::optional<Verdict> fresh =
+        !job->remeasure && !job->refinement ? FreshVerdict(job->problem) : std::nullopt;
     if (fresh) {
       result = *std::move(fresh);
     } else if (job->refinement) {

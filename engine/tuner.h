@@ -24,7 +24,9 @@
 // Work is a queue of jobs, one per (bucket, scope) however many callers ask for
 // it: a bucket's measurement (scope whole) and a refinement of one shape in it
 // are apart. A synchronous caller (MeasureOnce, Refine) joins its job and waits
-// for the verdict only while it still waits itself (CallContext); a background
+// for the verdict only while it still waits itself (CallContext); a bucket's job
+// that finds a fresh verdict stored by the time it runs answers with it (unless
+// an operator asked to measure again: MeasureCall::remeasure); a background
 // job (Enqueue, EnqueueRefinement) is measured even if nobody waits. A job
 // nobody waits for any more and that is not background is dropped - taken off
 // the queue, or, when it is running, stopped at its next checkpoint. The queue
