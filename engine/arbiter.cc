@@ -91,6 +91,9 @@ absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(const ArbiterOptions& o
   tuner.max_queued_per_peer = options.tuning_queue_per_peer;
   tuner.hang_seconds = options.tuning_hang_seconds;
   tuner.on_fault = options.on_fault;
+  // A hot shape whose refinement failed or was dropped counts from zero again, so it
+  // is tried again once hot again (the Tuner goes before hot_shapes_).
+  tuner.on_refinement_lost = [hot = a->hot_shapes_.get()](const Problem& p) { hot->Forget(p); };
   a->tuner_ = std::make_unique<Tuner>(tuner, *a->backend_, *a->registry_, *a->store_,
                                       *a->node_verdicts_, *a->streams_, *a->quarantine_,
                                       *a->verdict_cache_, a->journal_.get());

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
 namespace arbiter {
 
 namespace {
@@ -38,19 +41,24 @@ std::vector<std::string> Leaders(const Verdict& v, const RefineOptions& options)
     return x->median_seconds < y->median_seconds;
   });
   std::vector<std::string> out;
-  auto add = [&](const std::string& name) {
-    if (static_cast<int>(out.size()) < std::max(options.max_leaders, 1) &&
-        std::find(out.begin(), out.end(), name) == out.end()) {
-      out.push_back(name);
-    }
+  // The winner and those within the margin count against max_leaders; the fastest
+  // at each stricter determinism level come on top (at most two more), so they
+  // never crowd out the close contenders, which are what a shape elsewhere in
+  // the bucket may prefer (on the H200, cuBLASLt's other heuristics and wgmma).
+  int capped = 0;
+  auto add = [&](const std::string& name, bool counted) {
+    if (std::find(out.begin(), out.end(), name) != out.end()) return;
+    if (counted && capped >= std::max(options.max_leaders, 1)) return;
+    out.push_back(name);
+    capped += counted;
   };
   const CandidateResult* winner = Timed(v, v.winner);
-  if (winner != nullptr) add(winner->name);
+  if (winner != nullptr) add(winner->name, true);
   // The fastest meeting each stricter level: what a request requiring it is served.
   for (Determinism level : {Determinism::kRunToRun, Determinism::kBatchInvariant}) {
     for (const CandidateResult* r : timed) {
       if (r->determinism >= level) {
-        add(r->name);
+        add(r->name, false);
         break;
       }
     }
@@ -60,9 +68,35 @@ std::vector<std::string> Leaders(const Verdict& v, const RefineOptions& options)
                          : (timed.empty() ? 0 : timed.front()->median_seconds)) *
       (1 + options.leader_margin);
   for (const CandidateResult* r : timed) {
-    if (r->median_seconds <= bound) add(r->name);
+    if (r->median_seconds <= bound) add(r->name, true);
   }
   return out;
+}
+
+Decision DecideRefinement(const std::vector<CandidateResult>& results, Determinism required,
+                          const std::optional<std::string>& previous, const NoisePolicy& noise) {
+  const CandidateResult* fastest = nullptr;
+  bool previous_timed = false;
+  for (const CandidateResult& r : results) {
+    if (!r.timed() || r.determinism < required) continue;
+    if (fastest == nullptr || r.median_seconds < fastest->median_seconds) fastest = &r;
+    previous_timed |= previous && r.name == *previous;
+  }
+  // An earlier refinement's winner, timed again here, is an incumbent like any previous winner.
+  if (previous_timed) return Decide(results, required, previous, noise);
+  Decision d;
+  if (fastest == nullptr) {
+    d.reason = absl::StrCat("no candidate meeting ", DeterminismName(required),
+                            " passed the oracle and was timed");
+    return d;
+  }
+  d.winner = fastest->name;
+  d.winner_version = fastest->version;
+  d.reason = absl::StrFormat(
+      "fastest at this shape (%.2fus, spread %.1f%%); no incumbent at a shape refined for the "
+      "first time",
+      fastest->median_seconds * 1e6, fastest->spread * 100);
+  return d;
 }
 
 const Verdict* RefinementOf(const Verdict& bucket_verdict, const Problem& p) {

@@ -7,10 +7,10 @@
 // A bucket's verdict is measured at one shape and serves all of the bucket.
 // A shape that is hot (served from the bucket's verdict `hot_after` times) or
 // named by `tune` gets a verdict of its own, raced among the bucket verdict's
-// leaders at that exact shape with the same oracle, claims and lead safety
-// (the bucket's winner is the incumbent). Where that refined verdict's winner
-// differs from the bucket's - it beat the bucket winner beyond the noise - the
-// bucket splits in two half-octaves on the dimension that separates the two
+// leaders at that exact shape with the same oracle, claims and lead safety.
+// The fastest there serves it (DecideRefinement): the bucket's winner was
+// measured at another shape, so it is no incumbent here. Where the fastest beat
+// the bucket's winner beyond the noise, the bucket splits in two half-octaves on the dimension that separates the two
 // shapes: the half holding the bucket's measured shape keeps the bucket's
 // figures, the other half is raced in full at the refined shape.
 //
@@ -25,6 +25,7 @@
 
 #include "engine/bucket.h"
 #include "engine/problem.h"
+#include "engine/selection.h"
 #include "engine/verdict.h"
 
 namespace arbiter {
@@ -37,16 +38,31 @@ struct RefineOptions {
   size_t hot_capacity = 4096;
   // Leaders: timed candidates whose median is within this fraction of the winner's.
   double leader_margin = 0.25;
-  // At most this many candidates race a refinement (the winner and the fastest
-  // at each determinism level come first).
-  int max_leaders = 4;
+  // At most this many of the winner and those within the margin race a
+  // refinement; the fastest at each stricter determinism level (two at most) come
+  // on top. Six: on the H200 the bucket winner's close contenders are cuBLAS's
+  // other entry points (cuBLASLt's heuristics h0-h3, padded) and wgmma, whose
+  // order changes from shape to shape inside a bucket (a heuristic picks another
+  // kernel at each shape); with four, the one a shape preferred was often not
+  // raced there. Four cost a median 5.7 ms of device time per refined shape
+  // (H200, dims <= 4096, goal <= 20 ms); each entrant adds about its share.
+  int max_leaders = 6;
 };
 
 // The names a refinement of `bucket_verdict` races: its winner, the fastest
-// timed candidate at each determinism level (so a request that requires one
-// still finds a refined figure), then the other timed candidates within
-// leader_margin of the winner, fastest first, up to max_leaders in all.
+// timed candidate at each stricter determinism level (so a request that
+// requires one still finds a refined figure), then the other timed candidates
+// within leader_margin of the winner, fastest first, until the winner and these
+// number max_leaders.
 std::vector<std::string> Leaders(const Verdict& bucket_verdict, const RefineOptions& options);
+
+// Who serves a refined shape, among `results` (its race at that shape) meeting
+// `required`: the fastest there. The bucket's winner is no incumbent at a shape
+// it was not measured at (it won at another shape, whatever it does here);
+// only `previous`, the winner of an earlier refinement of the same shape, is:
+// it stays unless beaten beyond the noise, as in Decide.
+Decision DecideRefinement(const std::vector<CandidateResult>& results, Determinism required,
+                          const std::optional<std::string>& previous, const NoisePolicy& noise);
 
 // The verdict among a bucket's (`bucket_verdict` and its `scoped` ones) that
 // serves `p`: a refinement at exactly `p`, else the split half holding `p`, else

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/refinement.h"
 
 namespace arbiter {
 
@@ -95,7 +96,10 @@ absl::StatusOr<Selection> SelectFromVerdict(const Verdict& v, const Problem& p,
   std::string reason = v.reason;
   if (!winner_usable) {
     // Derived from the same figures for a stricter determinism, or without a quarantined winner.
-    const Decision d = Decide(usable, required, std::nullopt, noise);
+    // A refinement's figures have no incumbent (refinement.h): the fastest meeting it.
+    const Decision d = v.scope.kind == VerdictScope::Kind::kShape
+                           ? DecideRefinement(usable, required, std::nullopt, noise)
+                           : Decide(usable, required, std::nullopt, noise);
     if (d.winner.empty()) {
       return SelectTierDefault(p, eligible, required, VerdictSource::kTierDefault,
                                absl::StrCat("the measured verdict has no usable candidate meeting ",

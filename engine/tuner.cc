@@ -299,18 +299,22 @@ absl::Status Tuner::Enqueue(const Problem& p, const std::string& peer) {
 }
 
 void Tuner::EnqueueRefinement(const Problem& p) {
+  if (!QueueRefinement(p) && options_.on_refinement_lost) options_.on_refinement_lost(p);
+}
+
+bool Tuner::QueueRefinement(const Problem& p) {
   const JobKey key{BucketKeyOf(p), VerdictScope::Shape(p).ToString()};
   absl::MutexLock lock(&mu_);
-  if (stopping_) return;
+  if (stopping_) return false;
   if (auto it = jobs_.find(key); it != jobs_.end()) {
     it->second->background = true;
     it->second->drop = false;
-    return;
+    return true;
   }
   if (refinements_ >= options_.max_queued_refinements) {
     spdlog::debug("refinement of {} not queued: {} refinements queued (limit {})", p.ToString(),
                   refinements_, options_.max_queued_refinements);
-    return;
+    return false;
   }
   auto job = std::make_shared<Job>();
   job->problem = p;
@@ -322,6 +326,7 @@ void Tuner::EnqueueRefinement(const Problem& p) {
   jobs_[key] = job;
   queue_.push_back(job);
   changed_.SignalAll();
+  return true;
 }
 
 void Tuner::Shutdown() {
@@ -475,7 +480,6 @@ absl::StatusOr<std::unique_ptr<StoreLease>> Tuner::TakeLease(
 void Tuner::MeasuringLoop() {
   while (true) {
     std::shared_ptr<Job> job;
-    bool background_only = false;
     {
       absl::MutexLock lock(&mu_);
       // Verdicts waiting for the store are retried each second, or at once on a
@@ -494,16 +498,15 @@ void Tuner::MeasuringLoop() {
         job->running = true;
         job->stopped = false;
         running_ = job;
-        background_only = job->waiters == 0;
       }
     }
     WriteBack();
     if (job == nullptr) continue;
     absl::StatusOr<Verdict> result;
-    // A background entry for a bucket measured meanwhile (e.g. by an operator's tune).
-    std::optional<Verdict> fresh = background_only && !job->remeasure && !job->refinement
-                                       ? FreshVerdict(job->problem)
-                                       : std::nullopt;
+    // A bucket measured meanwhile (by an operator's tune, or by the job that finished just
+    // after its caller found no verdict) is answered with that verdict, not measured again.
+    std::optional<Verdict> fresh =
+        !job->remeasure && !job->refinement ? FreshVerdict(job->problem) : std::nullopt;
     if (fresh) {
       result = *std::move(fresh);
     } else if (job->refinement) {
@@ -525,6 +528,9 @@ void Tuner::MeasuringLoop() {
       spdlog::debug("background tuning of {} left to another daemon", job->What());
     } else if (!result.ok() && !job->stopped && job->background) {
       spdlog::warn("background tuning of {} failed: {}", job->What(), result.status().ToString());
+      // Told before the job is finished, so that whoever waits for the queue to empty
+      // finds the shape free to become hot again.
+      if (job->refinement && options_.on_refinement_lost) options_.on_refinement_lost(job->problem);
     }
     Finish(job, std::move(result));
   }
@@ -835,15 +841,27 @@ absl::StatusOr<Verdict> Tuner::RefineShape(const std::shared_ptr<Job>& job, cons
     return absl::StrCat("not a leader of the bucket's verdict: ",
                         r != nullptr ? ResultStateName(r->state) : "not raced", " at ", at);
   };
+  // Decided first against the bucket's winner as the incumbent: whether this shape
+  // disagrees with the bucket beyond the noise, which splits it ...
   ASSIGN_OR_RETURN(Verdict v, RaceAt(job, eligible, racers, bucket.winner, not_raced));
+  const bool disagrees = !v.winner.empty() && v.winner != bucket.winner;
+  // ... but the shape is served by the fastest here: the bucket's winner won at
+  // another shape and is no incumbent at this one (refinement.h).
+  const Verdict* earlier = RefinementOf(bucket, p);
+  const Decision d = DecideRefinement(
+      v.results, Determinism::kNondeterministic,
+      earlier != nullptr && !earlier->winner.empty() ? std::optional(earlier->winner) : std::nullopt,
+      options_.noise);
+  const std::string against_bucket = std::move(v.reason);
+  v.winner = d.winner;
+  v.winner_version = d.winner_version;
   v.scope = VerdictScope::Shape(p);
   v.reason = absl::StrCat("refined among the leaders of the bucket's verdict (measured at ", at,
-                          ", winner ", bucket.winner, "): ", v.reason);
+                          ", winner ", bucket.winner, "): ", d.reason,
+                          "; against the bucket's winner: ", against_bucket);
   RETURN_IF_ERROR(store_.PutVerdict(v));
   Log(v);
-  if (!v.winner.empty() && v.winner != bucket.winner && !IsSplit(bucket)) {
-    RETURN_IF_ERROR(Split(job, bucket, v, eligible));
-  }
+  if (disagrees && !IsSplit(bucket)) RETURN_IF_ERROR(Split(job, bucket, v, eligible));
   RETURN_IF_ERROR(Recache(BucketKeyOf(p)));
   if (v.winner.empty()) {
     return absl::FailedPreconditionError(
@@ -860,7 +878,7 @@ absl::Status Tuner::Split(const std::shared_ptr<Job>& job, const Verdict& bucket
   const Transfer t = TransferOf(refined, bucket.winner);
   const std::string evidence = absl::StrFormat(
       "at %s %s (%s) beat the bucket's winner %s (%s, %.3fx) beyond the noise", p.ToString(),
-      refined.winner, Us(t.best_seconds), bucket.winner, Us(t.bucket_winner_seconds), t.regret());
+      t.best, Us(t.best_seconds), bucket.winner, Us(t.bucket_winner_seconds), t.regret());
   if (!halves) {
     spdlog::info("bucket {} not split: {}, but no half-octave separates {} from {}",
                  bucket.bucket.ToString(), evidence, p.ToString(), bucket.measured.ToString());

@@ -24,7 +24,9 @@
 // Work is a queue of jobs, one per (bucket, scope) however many callers ask for
 // it: a bucket's measurement (scope whole) and a refinement of one shape in it
 // are apart. A synchronous caller (MeasureOnce, Refine) joins its job and waits
-// for the verdict only while it still waits itself (CallContext); a background
+// for the verdict only while it still waits itself (CallContext); a bucket's job
+// that finds a fresh verdict stored by the time it runs answers with it (unless
+// an operator asked to measure again: MeasureCall::remeasure); a background
 // job (Enqueue, EnqueueRefinement) is measured even if nobody waits. A job
 // nobody waits for any more and that is not background is dropped - taken off
 // the queue, or, when it is running, stopped at its next checkpoint. The queue
@@ -88,8 +90,8 @@ struct TunerOptions {
   NoisePolicy noise;               // when a challenger displaces the incumbent
   size_t max_queued = 64;          // buckets queued or being measured; more: RESOURCE_EXHAUSTED
   size_t max_queued_per_peer = 8;  // of those, asked for by one peer (CallContext::peer)
-  // Background refinements queued at most (not counted in max_queued); more are dropped:
-  // a hot shape that missed its turn becomes hot again after the counts restart.
+  // Background refinements queued at most (not counted in max_queued); more are dropped
+  // and told to on_refinement_lost, so a hot shape that missed its turn becomes hot again.
   size_t max_queued_refinements = 256;
   RefineOptions refine;            // which candidates race a refinement
   double hang_seconds = 300;       // a candidate under measurement that shows no progress (no
@@ -98,6 +100,11 @@ struct TunerOptions {
   // device: the engine cannot go on, and the intent journal names the candidate and the
   // cause. The daemon exits so its supervisor restarts it. Unset: the fault is only logged.
   std::function<void(const absl::Status&)> on_fault;
+  // Called with the shape of a background refinement that failed (on the measuring
+  // thread, with the Tuner's lock held: it must not call the Tuner) or was not queued
+  // (on EnqueueRefinement's caller), so that whoever counted the shape hot lets it
+  // become hot again. Unset: nobody is told.
+  std::function<void(const Problem&)> on_refinement_lost;
   // How often a measurement waiting on another daemon's lease looks again (sooner when
   // the store reports new verdicts): the lease of a holder that died is taken this late at worst.
   std::chrono::milliseconds lease_poll{100};
@@ -144,6 +151,7 @@ class Tuner {
   absl::Status Enqueue(const Problem& p, const std::string& peer = "");
   // Queues a refinement of `p` for the background, behind every other job
   // (deduplicated; dropped past max_queued_refinements or once shutting down).
+  // A refinement that fails or is dropped is reported to on_refinement_lost.
   void EnqueueRefinement(const Problem& p);
   // The bucket's verdict in the store with its fresh refinements and halves (LoadBucketVerdicts).
   absl::StatusOr<std::optional<Verdict>> LoadBucket(const BucketKey& key);
@@ -200,6 +208,8 @@ class Tuner {
   absl::StatusOr<Verdict> MeasureBucket(const std::shared_ptr<Job>& job);
   // A refinement job: RefineShape, or MeasureBucket where there is nothing to refine.
   absl::StatusOr<Verdict> RunRefinement(const std::shared_ptr<Job>& job);
+  // EnqueueRefinement's queueing: false when the refinement was not queued.
+  bool QueueRefinement(const Problem& p);
   absl::StatusOr<Verdict> RefineShape(const std::shared_ptr<Job>& job, const Verdict& bucket,
                                       const std::vector<const RegisteredCandidate*>& eligible);
   // Splits `bucket` where `refined` (at the job's shape) disagrees with it, if a

@@ -598,11 +598,14 @@ int main(int argc, char** argv) {
             "(`served_after`, from the verdict `scope_after`; `regret_after` against the same "
             "best). `refine_device_s` is the device time of the refinement's timed samples "
             "(every race it ran, a split's included), `refine_wall_s` the wall time of the tune "
-            "(setup, oracle and determinism checks included).\n\n"
+            "(setup, oracle and determinism checks included). `best_raced` says whether the "
+            "best was among the refinement's entrants; transfer.csv also holds the entrants "
+            "with their times in the refinement's own race (`refine_entrants`, us) and its "
+            "reason (`refine_reason`).\n\n"
          << transfer->Markdown({"origin", "dtype", "measured_at", "served_at", "served_before",
                                 "best", "regret_before", "served_after", "scope_after",
                                 "regret_after", "refine_races", "refine_device_s",
-                                "refine_wall_s"})
+                                "refine_wall_s", "best_raced"})
          << "\n";
   }
   if (service) {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "bench/src/sections.h"
 #include "engine/bucket.h"
 #include "engine/selection.h"
@@ -78,7 +79,7 @@ absl::StatusOr<Table> RunTransfer(BenchDevice& dev, Arbiter& engine, TuningTally
   Table out({"origin", "dtype", "bucket", "measured_at", "served_at", "served_before", "best",
              "t_best_s", "t_before_s", "regret_before", "served_after", "scope_after",
              "t_after_s", "regret_after", "refine_races", "refine_device_s", "refine_wall_s",
-             "max_dim"});
+             "max_dim", "best_raced", "refine_entrants", "refine_reason"});
   for (const TransferGroup& g : groups) {
     const std::string label = absl::StrCat("transfer ", g.measured.ToString());
     if (options.budget_seconds > 0 && Since(start) > options.budget_seconds) {
@@ -140,6 +141,20 @@ absl::StatusOr<Table> RunTransfer(BenchDevice& dev, Arbiter& engine, TuningTally
       const TuningTally::Sum cost = tally.Take();
       std::string after, scope;
       double t_after = -1;
+      // What the refinement raced (its own figures, name=us) and why it chose: the
+      // answer to "why not the best" where the regret after stays high.
+      std::string best_raced, entrants, why;
+      if (refined.ok()) {
+        for (const CandidateResult& r : refined->results) {
+          if (r.state == ResultState::kUnmeasured) continue;
+          if (r.name == e.best) best_raced = "yes";
+          absl::StrAppend(&entrants, entrants.empty() ? "" : ";", r.name, "=",
+                          r.timed() ? absl::StrFormat("%.2f", r.median_seconds * 1e6)
+                                    : std::string(ResultStateName(r.state)));
+        }
+        if (best_raced.empty()) best_raced = "no";
+        why = refined->reason;
+      }
       if (refined.ok()) {
         absl::StatusOr<Selection> s = engine.Select(q, SelectOptions{});
         if (s.ok()) {
@@ -158,7 +173,7 @@ absl::StatusOr<Table> RunTransfer(BenchDevice& dev, Arbiter& engine, TuningTally
                Ratio(t_before, e.best_seconds), after, scope, Sci(t_after),
                Ratio(t_after, e.best_seconds), absl::StrCat(cost.races),
                Sci(cost.device_seconds), Fixed(refine_wall, 4),
-               absl::StrCat(std::max({q.m, q.n, q.k}))});
+               absl::StrCat(std::max({q.m, q.n, q.k})), best_raced, entrants, why});
       if (options.verbose) {
         std::cerr << "transfer " << q << " (bucket measured at " << g.measured << "): before "
                   << b.served.candidate << ", after " << after << ", best " << e.best << "\n";

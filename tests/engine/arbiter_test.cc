@@ -35,6 +35,8 @@ class OutageStore final : public VerdictStore {
 
   VerdictStore& inner() { return *inner_; }
   void set_down(bool down) { down_ = down; }
+  // Writes of verdicts fail (a full disk) while reads still answer.
+  void set_refuse_verdicts(bool refuse) { refuse_verdicts_ = refuse; }
   void Resync() {
     std::lock_guard lock(subscribers_->mu);
     if (subscribers_->on_change) subscribers_->on_change(StoreChange{});
@@ -46,6 +48,7 @@ class OutageStore final : public VerdictStore {
   absl::Status Health() override { return Up(); }
   absl::Status PutVerdict(const Verdict& v) override {
     RETURN_IF_ERROR(Up());
+    if (refuse_verdicts_) return absl::ResourceExhaustedError("outage store: disk full");
     return inner_->PutVerdict(v);
   }
   absl::StatusOr<Verdict> GetVerdict(const std::string& fp, DType d, const Bucket& b) override {
@@ -131,6 +134,7 @@ class OutageStore final : public VerdictStore {
 
   std::unique_ptr<VerdictStore> inner_;
   std::atomic<bool> down_{false};
+  std::atomic<bool> refuse_verdicts_{false};
   std::shared_ptr<Subscribers> subscribers_ = std::make_shared<Subscribers>();
 };
 
@@ -412,6 +416,67 @@ TEST_F(ArbiterTest, AShapeWhoseRefinementWasInvalidatedIsRefinedAgainOnceHotAgai
     ASSERT_TRUE(arbiter->Invalidate(scope).ok());
     ASSERT_TRUE(Listed(*arbiter).empty());
   }
+}
+
+TEST_F(ArbiterTest, AHotShapeWhoseBackgroundRefinementFailedIsRefinedOnceHotAgain) {
+  options_.refine.hot_after = 3;
+  options_.selection_cache_entries = 0;  // no answer remembered: every use is counted
+  auto sqlite = VerdictStore::Open((dir_ / "verdicts.db").string());
+  ASSERT_TRUE(sqlite.ok()) << sqlite.status();
+  auto owned = std::make_unique<OutageStore>(std::move(*sqlite));
+  OutageStore* store = owned.get();
+  auto arbiter = Start(Shaped(), std::move(owned));
+  ASSERT_TRUE(arbiter->Select(kBucketShape, {}).ok());  // measures the bucket at 64^3
+  for (bool refuse : {true, false}) {
+    // First the store refuses the refinement's verdict, so the refinement fails; then
+    // it takes it, and the shape, hot again, must be refined then.
+    store->set_refuse_verdicts(refuse);
+    for (int i = 0; i < 3; ++i) {
+      auto s = arbiter->Select(kNarrowShape, {});
+      ASSERT_TRUE(s.ok()) << s.status();
+      ASSERT_EQ(s->verdict->measured, kBucketShape) << "refuse " << refuse;
+    }
+    arbiter->WaitIdle();
+    EXPECT_EQ(Listed(*arbiter).count("40x64x64"), refuse ? 0u : 1u)
+        << (refuse ? "the store refused it" : "refined once hot again after the failure");
+  }
+}
+
+// A kernel taking seconds(problem) times 0.95, 1 and 1.05 in turn: a spread of
+// about 10% around a median of seconds(problem).
+KernelFn NoisyShapedKernel(std::function<double(const Problem&)> seconds) {
+  auto calls = std::make_shared<int>(0);
+  return [=](const GemmArgs& args) {
+    NaiveGemm(args, args.problem.k, args.problem.m);
+    static constexpr double kWobble[] = {0.95, 1.0, 1.05};
+    static_cast<FakeStream*>(args.stream)->Advance(seconds(args.problem) * kWobble[(*calls)++ % 3]);
+    return absl::OkStatus();
+  };
+}
+
+TEST_F(ArbiterTest, ARefinedShapeIsServedByTheFastestThereThoughWithinTheNoiseOfTheBucketsWinner) {
+  // `vendor` (tier 3) wins the bucket at 64^3; at 40x64x64 `other` is 4% faster,
+  // within 2x their 10% spread: not enough to split the bucket, but the shape's own
+  // verdict is served by the faster there.
+  const auto at = [](double bucket, double narrow) {
+    return [=](const Problem& p) { return p.m <= 48 ? narrow : bucket; };
+  };
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("vendor", 3, NoisyShapedKernel(at(10e-6, 10.4e-6))));
+  c.push_back(FakeCandidate("other", 2, NoisyShapedKernel(at(10.4e-6, 10e-6))));
+  auto arbiter = Start(std::move(c));
+  ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+  ASSERT_EQ(Listed(*arbiter).at("").winner, "vendor");
+  absl::StatusOr<Verdict> refined = arbiter->Tune(kNarrowShape);
+  ASSERT_TRUE(refined.ok()) << refined.status();
+  ASSERT_GT(refined->Result("other")->spread, 0.02) << "the noise the test means to plant";
+  EXPECT_EQ(refined->winner, "other") << refined->reason;
+  auto s = arbiter->Select(kNarrowShape, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->candidate, "other") << s->reason;
+  const std::map<std::string, Verdict> listed = Listed(*arbiter);
+  EXPECT_EQ(listed.size(), 2u) << "the bucket and the refinement: within the noise, no split";
+  EXPECT_EQ(arbiter->Select(kBucketShape, {})->candidate, "vendor");
 }
 
 TEST_F(ArbiterTest, ARememberedAnswerGivesWayToTheRefinementAndTheSplitHalfThatNowServeItsShape) {

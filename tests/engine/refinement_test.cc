@@ -45,7 +45,7 @@ TEST(RefinementTest, LeadersAreTheWinnerAndThoseWithinTheMarginNeverTheFailedOrS
   EXPECT_EQ(leaders, (std::vector<std::string>{"win", "close"}));
 }
 
-TEST(RefinementTest, LeadersKeepTheFastestOfEachDeterminismLevelUnderTheCap) {
+TEST(RefinementTest, LeadersKeepTheFastestOfEachDeterminismLevelBesideTheCappedContenders) {
   const Verdict v = BucketVerdict(
       {TimedResult("win", 10e-6), TimedResult("a", 10.5e-6), TimedResult("b", 10.6e-6),
        TimedResult("c", 10.7e-6), TimedResult("strict", 40e-6, Determinism::kBatchInvariant)},
@@ -53,10 +53,46 @@ TEST(RefinementTest, LeadersKeepTheFastestOfEachDeterminismLevelUnderTheCap) {
   RefineOptions options;
   options.max_leaders = 3;
   const std::vector<std::string> leaders = Leaders(v, options);
-  ASSERT_EQ(leaders.size(), 3u);
-  EXPECT_EQ(leaders[0], "win");
-  // Far slower, but the only one a batch_invariant request can be served.
-  EXPECT_NE(std::find(leaders.begin(), leaders.end(), "strict"), leaders.end());
+  EXPECT_EQ(leaders, (std::vector<std::string>{"win", "strict", "a", "b"}))
+      << "the winner and the two closest under the cap of 3, and beside them the only one a "
+         "batch_invariant request can be served, far slower as it is";
+}
+
+TEST(RefinementTest, LeadersByDefaultAreTheWinnerAndItsFiveClosestContenders) {
+  // As on the H200: the bucket's winner and six others within the margin whose order
+  // changes from shape to shape (cuBLASLt's heuristics, padded cuBLAS, wgmma).
+  const Verdict v = BucketVerdict(
+      {TimedResult("win", 10e-6), TimedResult("a", 9.0e-6), TimedResult("b", 10.2e-6),
+       TimedResult("c", 10.4e-6), TimedResult("d", 10.6e-6), TimedResult("e", 10.8e-6),
+       TimedResult("f", 11e-6), TimedResult("slow", 20e-6)},
+      "win");
+  EXPECT_EQ(Leaders(v, RefineOptions{}),
+            (std::vector<std::string>{"win", "a", "b", "c", "d", "e"}));
+}
+
+TEST(RefinementTest, AShapeRefinedForTheFirstTimeIsServedByTheFastestThereEvenWithinTheNoise) {
+  // At the refined shape `other` is 4% faster than the bucket's winner, within 2x
+  // their 10% spread: the bucket's winner would stay as an incumbent, but it won at
+  // another shape and is none here.
+  std::vector<CandidateResult> here = {TimedResult("bucket_winner", 10.4e-6),
+                                       TimedResult("other", 10e-6)};
+  for (CandidateResult& r : here) r.spread = 0.10;
+  const NoisePolicy noise;
+  ASSERT_EQ(Decide(here, Determinism::kNondeterministic, "bucket_winner", noise).winner,
+            "bucket_winner");
+  const Decision d = DecideRefinement(here, Determinism::kNondeterministic, std::nullopt, noise);
+  EXPECT_EQ(d.winner, "other");
+  EXPECT_NE(d.reason.find("fastest at this shape"), std::string::npos) << d.reason;
+  // Refined again: the earlier refinement's winner is an incumbent like any previous winner.
+  EXPECT_EQ(DecideRefinement(here, Determinism::kNondeterministic, "bucket_winner", noise).winner,
+            "bucket_winner");
+  // A required determinism filters first.
+  here[1].determinism = Determinism::kNondeterministic;
+  here[0].determinism = Determinism::kRunToRun;
+  EXPECT_EQ(DecideRefinement(here, Determinism::kRunToRun, std::nullopt, noise).winner,
+            "bucket_winner");
+  EXPECT_TRUE(DecideRefinement(here, Determinism::kBatchInvariant, std::nullopt, noise)
+                  .winner.empty());
 }
 
 TEST(RefinementTest, TheMostSpecificVerdictServesAShape) {

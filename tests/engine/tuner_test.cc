@@ -102,6 +102,27 @@ TEST_F(TunerTest, AMeasurementIsStoredAndCachedUnderItsBucket) {
   EXPECT_EQ(cached->winner, "fast");
 }
 
+TEST_F(TunerTest, ACallerThatFoundNoVerdictJustBeforeOneWasStoredIsAnsweredWithIt) {
+  // The arbiter looks for a verdict, then asks the tuner: a job that finished in between
+  // has already stored the bucket's verdict, and a second race would be wasted work.
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("fast", 1, TimedKernel(10e-6)));
+  c.push_back(FakeCandidate("vendor", 3, TimedKernel(100e-6)));
+  Start(std::move(c));
+  absl::StatusOr<Verdict> first = tuner_->MeasureOnce(p_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const Problem late_shape{DType::kF32, 32, 48, 56};
+  ASSERT_EQ(BucketOf(late_shape), BucketOf(p_));
+  absl::StatusOr<Verdict> late = tuner_->MeasureOnce(late_shape);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->created_unix, first->created_unix);
+  EXPECT_EQ(late->measured, p_) << "the stored verdict, not a new race at the late caller's shape";
+  EXPECT_EQ(tuner_->measurements(), 1);
+  absl::StatusOr<Verdict> tuned = tuner_->MeasureOnce(p_, {}, MeasureCall{.remeasure = true});
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  EXPECT_EQ(tuner_->measurements(), 2) << "an operator's tune measures over a fresh verdict";
+}
+
 TEST_F(TunerTest, ADisprovedClaimQuarantinesTheCandidateForTheProblemsDtype) {
   auto calls = std::make_shared<int>(0);
   std::vector<CandidateSpec> c;
