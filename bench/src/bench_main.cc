@@ -72,9 +72,9 @@ ABSL_FLAG(double, service_seconds, 2.0, "service: seconds per (transport, rpc, c
 ABSL_FLAG(std::string, matmul_sizes, "",
           "service: n of the n^3 Matmuls (default 256..8192 on cuda, 128,256,512 on cpu)");
 ABSL_FLAG(int, matmul_repeats, 5, "service: Matmul calls per path and size (median)");
-ABSL_FLAG(std::string, wire_mib, "16,64,256",
+ABSL_FLAG(std::string, wire_mib, "",
           "service: request sizes (MiB) of the wire rows, f32 1x1xK Matmuls whose kernel is next "
-          "to nothing (\",\": none)");
+          "to nothing (default 16,64,256 on cuda, 4,16 on cpu; \",\": none)");
 ABSL_FLAG(std::string, zero_copy, "auto",
           "service: the zero-copy Matmul rows (operands in a region of the daemon's device memory, "
           "on the unix socket): auto (on the cuda backend), on, off");
@@ -349,7 +349,9 @@ int main(int argc, char** argv) {
                                                            : "128,256,512")
                                                     : absl::GetFlag(FLAGS_matmul_sizes));
     so.matmul_repeats = absl::GetFlag(FLAGS_matmul_repeats);
-    so.wire_mib = Int64List("wire_mib", absl::GetFlag(FLAGS_wire_mib));
+    so.wire_mib = Int64List("wire_mib", absl::GetFlag(FLAGS_wire_mib).empty()
+                                            ? (gpu ? "16,64,256" : "4,16")
+                                            : absl::GetFlag(FLAGS_wire_mib));
     const std::string zero_copy = absl::GetFlag(FLAGS_zero_copy);
     if (zero_copy != "auto" && zero_copy != "on" && zero_copy != "off") {
       Die(absl::InvalidArgumentError(
