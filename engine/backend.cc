@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/random_fill.h"
 
 namespace arbiter {
 
@@ -91,6 +92,14 @@ absl::StatusOr<int64_t> Stream::CountDifferences(const Buffer& x, const Buffer& 
     differ += std::memcmp(hx.data() + i * elem, hy.data() + i * elem, elem) != 0;
   }
   return differ;
+}
+
+absl::Status Stream::FillRandom(Buffer& buf, DType dtype, size_t count, uint64_t seed) {
+  // Left uninitialized: the fill writes every byte (zeroing first costs as much again).
+  const size_t bytes = count * ElementSize(dtype);
+  std::unique_ptr<uint8_t[]> host(new uint8_t[bytes]);
+  ::arbiter::FillRandom(dtype, host.get(), count, seed);
+  return CopyToDevice(buf, host.get(), bytes);
 }
 
 }  // namespace arbiter

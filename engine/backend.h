@@ -129,6 +129,11 @@ class Stream {
   // How many of the first `count` elements differ bitwise between `x` and `y`.
   virtual absl::StatusOr<int64_t> CountDifferences(const Buffer& x, const Buffer& y, DType dtype,
                                                    size_t count);
+  // Fills the first `count` elements of `buf` with the values FillRandom(dtype,
+  // ..., count, seed) gives (engine/random_fill.h); may return before the fill is
+  // complete (later work on this stream sees it). The default fills on the host
+  // and copies; a device backend fills on the device from the same table.
+  virtual absl::Status FillRandom(Buffer& buf, DType dtype, size_t count, uint64_t seed);
 };
 
 // Thread-safe: provides internal synchronization.

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstring>
 #include <random>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -49,27 +48,6 @@ int64_t SmallerM(const ShapeCoverage& shape, int64_t m) {
 
 std::string Us(double seconds) { return absl::StrFormat("%.3gus", seconds * 1e6); }
 
-// A counter-based 64-bit mix (splitmix64's finalizer): distinct inputs, well-spread outputs.
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Elements [begin, end) of `out`: table entries (of 2^16, the bits of one
-// element each) picked by a hash of (key, index), the sign bit flipped by another.
-template <typename Bits>
-void FillFromTable(const uint8_t* table, uint64_t key, void* out, size_t begin, size_t end) {
-  const Bits* entries = reinterpret_cast<const Bits*>(table);
-  Bits* x = static_cast<Bits*>(out);
-  constexpr Bits kSign = Bits{1} << (8 * sizeof(Bits) - 1);
-  for (size_t i = begin; i < end; ++i) {
-    const uint64_t h = SplitMix64(key + i);
-    x[i] = entries[h & 0xffff] ^ (((h >> 16) & 1) ? kSign : Bits{0});
-  }
-}
-
 }  // namespace
 
 struct Measurer::Operands {
@@ -111,56 +89,6 @@ SampleStats Summarize(std::vector<double> samples) {
   return s;
 }
 
-void FillRandom(DType dtype, void* data, size_t count, uint64_t seed) {
-  // One draw from the generator costs ~25-50 ns: seconds for the operands of one
-  // 8192^3 bucket. Past 2^16 elements, then, the draws go into a table (stored as
-  // the dtype) and each element is one entry, picked by a counter-based hash of
-  // (seed, index) that also flips its sign: a pure function of (seed, i), so the
-  // fill splits across threads with the same result.
-  constexpr size_t kTable = size_t{1} << 16;
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, 0.5);
-  // Draws `n` values into `out`: never zero, also after rounding (a tiny draw is 0 in f16).
-  auto draw = [&](void* out, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      double v = normal(rng);
-      if (v == 0.0) v = 0.25;
-      StoreFromDouble(dtype, out, i, v);
-      if (LoadAsDouble(dtype, out, i) == 0.0) StoreFromDouble(dtype, out, i, 0.25);
-    }
-  };
-  if (count < kTable) {
-    draw(data, count);
-    return;
-  }
-  const size_t size = ElementSize(dtype);
-  std::vector<uint8_t> table(kTable * size);
-  draw(table.data(), kTable);
-  const uint64_t key = SplitMix64(seed ^ 0x2545f4914f6cdd1dull);
-  auto fill = [&](size_t begin, size_t end) {
-    switch (size) {
-      case 2: FillFromTable<uint16_t>(table.data(), key, data, begin, end); return;
-      case 4: FillFromTable<uint32_t>(table.data(), key, data, begin, end); return;
-      case 8: FillFromTable<uint64_t>(table.data(), key, data, begin, end); return;
-    }
-  };
-  // Threads only where the fill is long enough to pay for them.
-  constexpr size_t kPerThread = size_t{1} << 22;
-  const size_t threads = std::min<size_t>(
-      {std::max(1u, std::thread::hardware_concurrency()), 8, (count + kPerThread - 1) / kPerThread});
-  if (threads <= 1) {
-    fill(0, count);
-    return;
-  }
-  std::vector<std::thread> workers;
-  const size_t chunk = (count + threads - 1) / threads;
-  for (size_t t = 1; t < threads; ++t) {
-    workers.emplace_back(fill, std::min(count, t * chunk), std::min(count, (t + 1) * chunk));
-  }
-  fill(0, std::min(count, chunk));
-  for (std::thread& w : workers) w.join();
-}
-
 absl::StatusOr<std::vector<Measurement>> Measurer::Measure(
     const Problem& p, const std::vector<const RegisteredCandidate*>& candidates) {
   ASSIGN_OR_RETURN(MeasureReport report, Race(p, candidates));
@@ -177,16 +105,13 @@ absl::StatusOr<MeasureReport> Measurer::Race(
   {
     PhaseTimer phase(&cost.setup);
     const uint64_t seed = options_.seed ? options_.seed : std::random_device{}();
-    // Left uninitialized: the fill writes every byte (zeroing first costs as much again).
-    std::unique_ptr<uint8_t[]> host_a(new uint8_t[p.a_bytes()]);
-    std::unique_ptr<uint8_t[]> host_b(new uint8_t[p.b_bytes()]);
-    FillRandom(p.dtype, host_a.get(), static_cast<size_t>(p.m * p.k), seed);
-    FillRandom(p.dtype, host_b.get(), static_cast<size_t>(p.k * p.n), seed ^ 0x9e3779b97f4a7c15ull);
     ASSIGN_OR_RETURN(ops.a, backend_.Allocate(p.a_bytes()));
     ASSIGN_OR_RETURN(ops.b, backend_.Allocate(p.b_bytes()));
     ASSIGN_OR_RETURN(ops.c, backend_.Allocate(p.c_bytes()));
-    RETURN_IF_ERROR(stream_.CopyToDevice(*ops.a, host_a.get(), p.a_bytes()));
-    RETURN_IF_ERROR(stream_.CopyToDevice(*ops.b, host_b.get(), p.b_bytes()));
+    // Where the stream can, on the device: no host fill of M*K + K*N elements, no copy.
+    RETURN_IF_ERROR(stream_.FillRandom(*ops.a, p.dtype, static_cast<size_t>(p.m * p.k), seed));
+    RETURN_IF_ERROR(stream_.FillRandom(*ops.b, p.dtype, static_cast<size_t>(p.k * p.n),
+                                       seed ^ 0x9e3779b97f4a7c15ull));
     RETURN_IF_ERROR(stream_.Synchronize());
   }
   {

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/random_fill.h"  // FillRandom, for the measurer's users
 #include "engine/registry.h"
 #include "engine/verdict.h"
 
@@ -161,12 +162,5 @@ class Measurer {
   MeasureOptions options_;
   MeasureHooks* hooks_;
 };
-
-// Random operand values, N(0, 0.5^2) rounded to the dtype, never zero. Up to
-// 2^16 elements, one draw each; past that, each element is one of 2^16 draws (a
-// table made from `seed`), picked and signed by a hash of (seed, its index), so
-// the same seed gives the same values however many threads fill them (up to 8,
-// for fills of millions of elements).
-void FillRandom(DType dtype, void* data, size_t count, uint64_t seed);
 
 }  // namespace arbiter

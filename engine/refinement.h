@@ -10,9 +10,10 @@
 // leaders at that exact shape with the same oracle, claims and lead safety.
 // The fastest there serves it (DecideRefinement): the bucket's winner was
 // measured at another shape, so it is no incumbent here. Where the fastest beat
-// the bucket's winner beyond the noise, the bucket splits in two half-octaves on the dimension that separates the two
-// shapes: the half holding the bucket's measured shape keeps the bucket's
-// figures, the other half is raced in full at the refined shape.
+// the bucket's winner beyond the noise, the bucket splits in two half-octaves on
+// the dimension that separates the two shapes: the half holding the bucket's
+// measured shape keeps the bucket's figures, the other half is raced in full at
+// the refined shape.
 //
 // Thread-safe: free functions.
 #pragma once
@@ -60,9 +61,13 @@ std::vector<std::string> Leaders(const Verdict& bucket_verdict, const RefineOpti
 // `required`: the fastest there. The bucket's winner is no incumbent at a shape
 // it was not measured at (it won at another shape, whatever it does here);
 // only `previous`, the winner of an earlier refinement of the same shape, is:
-// it stays unless beaten beyond the noise, as in Decide.
+// it stays unless beaten beyond the noise, as in Decide. Except where the
+// fastest's own figures are noise (an interquartile range wider than its
+// median): then Decide with `fallback` (the bucket's winner) as the incumbent,
+// since such a median says nothing about which is faster.
 Decision DecideRefinement(const std::vector<CandidateResult>& results, Determinism required,
-                          const std::optional<std::string>& previous, const NoisePolicy& noise);
+                          const std::optional<std::string>& previous,
+                          const std::optional<std::string>& fallback, const NoisePolicy& noise);
 
 // The verdict among a bucket's (`bucket_verdict` and its `scoped` ones) that
 // serves `p`: a refinement at exactly `p`, else the split half holding `p`, else

@@ -98,7 +98,7 @@ absl::StatusOr<Selection> SelectFromVerdict(const Verdict& v, const Problem& p,
     // Derived from the same figures for a stricter determinism, or without a quarantined winner.
     // A refinement's figures have no incumbent (refinement.h): the fastest meeting it.
     const Decision d = v.scope.kind == VerdictScope::Kind::kShape
-                           ? DecideRefinement(usable, required, std::nullopt, noise)
+                           ? DecideRefinement(usable, required, std::nullopt, std::nullopt, noise)
                            : Decide(usable, required, std::nullopt, noise);
     if (d.winner.empty()) {
       return SelectTierDefault(p, eligible, required, VerdictSource::kTierDefault,

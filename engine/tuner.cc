@@ -848,10 +848,10 @@ absl::StatusOr<Verdict> Tuner::RefineShape(const std::shared_ptr<Job>& job, cons
   // ... but the shape is served by the fastest here: the bucket's winner won at
   // another shape and is no incumbent at this one (refinement.h).
   const Verdict* earlier = RefinementOf(bucket, p);
-  const Decision d = DecideRefinement(
-      v.results, Determinism::kNondeterministic,
-      earlier != nullptr && !earlier->winner.empty() ? std::optional(earlier->winner) : std::nullopt,
-      options_.noise);
+  std::optional<std::string> previous;
+  if (earlier != nullptr && !earlier->winner.empty()) previous = earlier->winner;
+  const Decision d = DecideRefinement(v.results, Determinism::kNondeterministic, previous,
+                                      bucket.winner, options_.noise);
   const std::string against_bucket = std::move(v.reason);
   v.winner = d.winner;
   v.winner_version = d.winner_version;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "engine/dtype.h"
+#include "engine/random_fill.h"
 
 namespace arbiter::cpu {
 namespace {
@@ -206,6 +207,12 @@ absl::StatusOr<int64_t> CpuStream::CountDifferences(const Buffer& x, const Buffe
   int64_t differ = 0;
   for (size_t i = 0; i < count; ++i) differ += std::memcmp(px + i * elem, py + i * elem, elem) != 0;
   return differ;
+}
+
+absl::Status CpuStream::FillRandom(Buffer& buf, DType dtype, size_t count, uint64_t seed) {
+  RETURN_IF_ERROR(CheckFits("random fill", count * ElementSize(dtype), buf));
+  ::arbiter::FillRandom(dtype, buf.data(), count, seed);
+  return absl::OkStatus();
 }
 
 }  // namespace arbiter::cpu

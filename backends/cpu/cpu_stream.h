@@ -45,6 +45,8 @@ class CpuStream final : public Stream {
   absl::StatusOr<int64_t> CountNonFinite(const Buffer& buf, DType dtype, size_t count) override;
   absl::StatusOr<int64_t> CountDifferences(const Buffer& x, const Buffer& y, DType dtype,
                                            size_t count) override;
+  // Fills the buffer in place (it is host memory).
+  absl::Status FillRandom(Buffer& buf, DType dtype, size_t count, uint64_t seed) override;
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_kernels.h"
+#include "engine/random_fill.h"
 
 namespace arbiter::cuda {
 namespace {
@@ -90,6 +91,7 @@ CudaStream::~CudaStream() {
   scratch_.reset();
   flush_.reset();
   counter_.reset();
+  fill_table_.reset();
   if (res_.cublas_lt != nullptr) cublasLtDestroy(res_.cublas_lt);
   if (res_.cublas != nullptr) cublasDestroy(res_.cublas);
   lt_workspace_.reset();
@@ -315,12 +317,59 @@ absl::Status CudaStream::ReferenceRows(const Problem& p, const Buffer& a, const 
 
 absl::Status CudaStream::CopyRowsToHost(void* dst, const Buffer& src, size_t row_bytes,
                                        const std::vector<int64_t>& rows) {
-  const char* from = static_cast<const char*>(const_cast<Buffer&>(src).data());
-  for (size_t r = 0; r < rows.size(); ++r) {
-    RETURN_IF_ERROR(CheckFits("CopyRowsToHost", (rows[r] + 1) * row_bytes, src));
-    RETURN_IF_ERROR(CopyToHostRaw(static_cast<char*>(dst) + r * row_bytes,
-                                  from + rows[r] * row_bytes, row_bytes));
+  for (int64_t r : rows) {
+    if (r < 0) return absl::InvalidArgumentError(absl::StrCat("CopyRowsToHost: row ", r));
+    RETURN_IF_ERROR(CheckFits("CopyRowsToHost", (r + 1) * row_bytes, src));
   }
+  if (rows.empty() || row_bytes == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(Use());
+  const char* from = static_cast<const char*>(const_cast<Buffer&>(src).data());
+  char* to = static_cast<char*>(dst);
+  char* stage = static_cast<char*>(staging_);
+  const size_t capacity = 2 * staging_half_ / row_bytes;  // rows the whole staging holds
+  if (capacity == 0) {  // a row larger than the staging: one at a time, in chunks
+    for (size_t r = 0; r < rows.size(); ++r) {
+      RETURN_IF_ERROR(CopyToHostRaw(to + r * row_bytes, from + rows[r] * row_bytes, row_bytes));
+    }
+    return absl::OkStatus();
+  }
+  // Earlier CopyToDevice chunks may still read the staging.
+  for (cudaEvent_t e : staged_) CUDA_RETURN_IF_ERROR(cudaEventSynchronize(e));
+  // As many rows as the staging holds are enqueued (a run of consecutive rows
+  // as one copy), then waited for once: a wait per row cost ~10-30 us each, a
+  // few ms per candidate for the ~80 rows a sampled check reads.
+  for (size_t first = 0; first < rows.size(); first += capacity) {
+    const size_t last = std::min(rows.size(), first + capacity);
+    for (size_t i = first; i < last;) {
+      size_t j = i + 1;
+      while (j < last && rows[j] == rows[j - 1] + 1) ++j;
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(stage + (i - first) * row_bytes,
+                                           from + rows[i] * row_bytes, (j - i) * row_bytes,
+                                           cudaMemcpyDeviceToHost, res_.stream));
+      i = j;
+    }
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(staged_[0], res_.stream));
+    CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staged_[0]));
+    std::memcpy(to + first * row_bytes, stage, (last - first) * row_bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::FillRandom(Buffer& buf, DType dtype, size_t count, uint64_t seed) {
+  // Below the table size every element is a draw of its own: the host fills it.
+  if (count < kRandomTableEntries) return Stream::FillRandom(buf, dtype, count, seed);
+  const size_t elem = ElementSize(dtype);
+  RETURN_IF_ERROR(CheckFits("FillRandom", count * elem, buf));
+  RETURN_IF_ERROR(Use());
+  const RandomTable table = MakeRandomTable(dtype, seed);
+  if (fill_table_ == nullptr) {  // sized for the widest dtype, kept for the stream's life
+    ASSIGN_OR_RETURN(fill_table_, pool_->Allocate(kRandomTableEntries * sizeof(uint64_t)));
+  }
+  // Stream-ordered: a fill still reading the table from an earlier call has
+  // finished before this copy overwrites it.
+  RETURN_IF_ERROR(CopyToDevice(*fill_table_, table.entries.data(), table.entries.size()));
+  CUDA_RETURN_IF_ERROR(LaunchFillFromTable(buf.data(), static_cast<int>(elem), fill_table_->data(),
+                                           table.key, count, res_.stream));
   return absl::OkStatus();
 }
 

@@ -55,6 +55,9 @@ class CudaStream final : public Stream {
   absl::StatusOr<int64_t> CountNonFinite(const Buffer& buf, DType dtype, size_t count) override;
   absl::StatusOr<int64_t> CountDifferences(const Buffer& x, const Buffer& y, DType dtype,
                                            size_t count) override;
+  // Past the table size, on the device from a copy of the host's table: the
+  // operands of a bucket never cross the bus.
+  absl::Status FillRandom(Buffer& buf, DType dtype, size_t count, uint64_t seed) override;
 
   const StreamResources& resources() const { return res_; }
   absl::StatusOr<void*> Scratch(size_t bytes);
@@ -81,6 +84,7 @@ class CudaStream final : public Stream {
   std::unique_ptr<Buffer> scratch_;
   std::unique_ptr<Buffer> flush_;                 // 2x L2, written to evict it
   std::unique_ptr<Buffer> counter_;               // one unsigned long long the counts add to
+  std::unique_ptr<Buffer> fill_table_;            // FillRandom's table on the device
 };
 
 }  // namespace arbiter::cuda

@@ -25,6 +25,39 @@ cudaError_t Fill(void* data, uint64_t pattern, size_t count, cudaStream_t stream
   return cudaGetLastError();
 }
 
+// engine/random_fill.h's SplitMix64, bit for bit (a GPU test compares the fills).
+__device__ __forceinline__ uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Element i is table[SplitMix64(key + i) & 0xffff], its sign bit flipped by bit
+// 16 of the hash: the host's FillRandom past its table size. The 2^16-entry
+// table (128-512 KiB) stays in L2; each element is one hash and one gather.
+template <typename Bits>
+__global__ void FillFromTableKernel(Bits* data, const Bits* table, uint64_t key, size_t count) {
+  constexpr Bits kSign = Bits{1} << (8 * sizeof(Bits) - 1);
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const uint64_t h = SplitMix64(key + i);
+    data[i] = table[h & 0xffff] ^ (((h >> 16) & 1) ? kSign : Bits{0});
+  }
+}
+
+template <typename Bits>
+cudaError_t FillFromTable(void* data, const void* table, uint64_t key, size_t count,
+                          cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  const int threads = 256;
+  const size_t wanted = (count + threads - 1) / threads;
+  const unsigned blocks = static_cast<unsigned>(wanted < 8192 ? wanted : 8192);
+  FillFromTableKernel<Bits><<<blocks, threads, 0, stream>>>(
+      static_cast<Bits*>(data), static_cast<const Bits*>(table), key, count);
+  return cudaGetLastError();
+}
+
 template <DeviceElem E>
 __device__ __forceinline__ double Load(const void* p, int64_t i) {
   if constexpr (E == DeviceElem::kF32) {
@@ -158,6 +191,16 @@ cudaError_t LaunchFill(void* data, int elem_bytes, uint64_t nan_bits, size_t cou
     case 2: return Fill<uint16_t>(data, nan_bits, count, stream);
     case 4: return Fill<uint32_t>(data, nan_bits, count, stream);
     case 8: return Fill<unsigned long long>(data, nan_bits, count, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t LaunchFillFromTable(void* data, int elem_bytes, const void* table, uint64_t key,
+                                size_t count, cudaStream_t stream) {
+  switch (elem_bytes) {
+    case 2: return FillFromTable<uint16_t>(data, table, key, count, stream);
+    case 4: return FillFromTable<uint32_t>(data, table, key, count, stream);
+    case 8: return FillFromTable<unsigned long long>(data, table, key, count, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -1,6 +1,6 @@
-// Device-side helpers of the CUDA backend: the NaN poison fill, the f64
-// reference matmul (whole, or some rows) and the counts the measurer's checks
-// read. Plain launchers returning cudaError_t (the .cu side has no absl);
+// Device-side helpers of the CUDA backend: the NaN poison fill, the random
+// operand fill, the f64 reference matmul (whole, or some rows) and the counts
+// the measurer's checks read. Plain launchers returning cudaError_t (the .cu side has no absl);
 // backends/cuda/cuda_stream.cc turns the codes into Status.
 #pragma once
 
@@ -19,6 +19,12 @@ enum class DeviceElem : int { kF32 = 1, kF64 = 2, kF16 = 3, kBF16 = 4 };
 // `nan_bits` (the dtype's quiet NaN).
 cudaError_t LaunchFill(void* data, int elem_bytes, uint64_t nan_bits, size_t count,
                        cudaStream_t stream);
+
+// Fills `count` elements of `elem_bytes` (2, 4 or 8) from a 2^16-entry `table`
+// (device memory) as engine/random_fill.h describes: element i is the entry
+// picked by SplitMix64(key + i), its sign bit flipped by bit 16 of that hash.
+cudaError_t LaunchFillFromTable(void* data, int elem_bytes, const void* table, uint64_t key,
+                                size_t count, cudaStream_t stream);
 
 // ref[i*n + j] = sum_k A[i,k] * B[k,j] in f64, over row-major A (m x k) and
 // B (k x n) as stored in `elem`. 64x64 output tile per 256-thread block, K

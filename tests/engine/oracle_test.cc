@@ -133,6 +133,40 @@ TEST(OracleTest, CheckRowsNamesAWrongElementByItsRowInC) {
   EXPECT_NE(r.detail.find("2 of 6 rows checked"), std::string::npos) << r.detail;
 }
 
+// A check large enough to be split across threads reports what one pass would:
+// every failure counted, the largest error, and the first failing element in
+// row-major order, wherever the parts begin.
+TEST(OracleTest, ALargeCheckNamesTheFirstFailingElementAndCountsThemAll) {
+  const Problem p{DType::kF32, 1024, 600, 64};  // 614400 elements: several parts
+  std::vector<double> ref(static_cast<size_t>(p.m * p.n));
+  std::vector<float> c(ref.size());
+  std::vector<uint8_t> noise(ref.size() * sizeof(float));
+  FillRandom(DType::kF32, noise.data(), ref.size(), 5);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ref[i] = reinterpret_cast<const float*>(noise.data())[i];
+    c[i] = static_cast<float>(ref[i]);
+  }
+  const AccuracyBudget budget{1e-5, 1e-5};
+  ASSERT_TRUE(CheckOutput(p, budget, c.data(), ref).pass);
+
+  auto at = [&](int64_t row, int64_t col) -> float& { return c[row * p.n + col]; };
+  at(900, 5) += 3.0f;
+  at(700, 2) = std::numeric_limits<float>::quiet_NaN();
+  at(300, 7) += 1.0f;
+  OracleReport r = CheckOutput(p, budget, c.data(), ref);
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.nonfinite, 1);
+  EXPECT_EQ(r.out_of_budget, 2);
+  EXPECT_NEAR(r.max_abs_error, 3.0, 1e-3);
+  EXPECT_NE(r.detail.find("first: C[300,7]"), std::string::npos) << r.detail;
+
+  at(300, 7) = static_cast<float>(ref[300 * p.n + 7]);
+  r = CheckOutput(p, budget, c.data(), ref);
+  EXPECT_EQ(r.out_of_budget, 1);
+  EXPECT_NE(r.detail.find("first: C[700,2] = nan (unwritten or non-finite)"), std::string::npos)
+      << r.detail;
+}
+
 // The measurer's operands: random, never zero, spread like N(0, 0.5^2), in every dtype.
 TEST(OperandFillTest, ValuesAreNonZeroFiniteAndSpreadLikeTheNormal) {
   for (DType dtype : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16}) {

@@ -80,19 +80,40 @@ TEST(RefinementTest, AShapeRefinedForTheFirstTimeIsServedByTheFastestThereEvenWi
   const NoisePolicy noise;
   ASSERT_EQ(Decide(here, Determinism::kNondeterministic, "bucket_winner", noise).winner,
             "bucket_winner");
-  const Decision d = DecideRefinement(here, Determinism::kNondeterministic, std::nullopt, noise);
+  const Decision d =
+      DecideRefinement(here, Determinism::kNondeterministic, std::nullopt, "bucket_winner", noise);
   EXPECT_EQ(d.winner, "other");
   EXPECT_NE(d.reason.find("fastest at this shape"), std::string::npos) << d.reason;
   // Refined again: the earlier refinement's winner is an incumbent like any previous winner.
-  EXPECT_EQ(DecideRefinement(here, Determinism::kNondeterministic, "bucket_winner", noise).winner,
+  EXPECT_EQ(DecideRefinement(here, Determinism::kNondeterministic, "bucket_winner", std::nullopt,
+                             noise)
+                .winner,
             "bucket_winner");
   // A required determinism filters first.
   here[1].determinism = Determinism::kNondeterministic;
   here[0].determinism = Determinism::kRunToRun;
-  EXPECT_EQ(DecideRefinement(here, Determinism::kRunToRun, std::nullopt, noise).winner,
+  const std::optional<std::string> none;
+  EXPECT_EQ(DecideRefinement(here, Determinism::kRunToRun, none, none, noise).winner,
             "bucket_winner");
-  EXPECT_TRUE(DecideRefinement(here, Determinism::kBatchInvariant, std::nullopt, noise)
-                  .winner.empty());
+  EXPECT_TRUE(
+      DecideRefinement(here, Determinism::kBatchInvariant, none, none, noise).winner.empty());
+}
+
+TEST(RefinementTest, AFastestWhoseFiguresAreNoiseDoesNotDisplaceTheBucketsWinnerAtARefinement) {
+  // On a loaded host: `scattered` reads 5x faster with samples spread wider than its
+  // median (IQR 450%), the bucket's winner steadily.
+  std::vector<CandidateResult> here = {TimedResult("bucket_winner", 2.7e-3),
+                                       TimedResult("scattered", 0.59e-3)};
+  here[1].spread = 4.5;
+  const Decision d = DecideRefinement(here, Determinism::kNondeterministic, std::nullopt,
+                                      "bucket_winner", NoisePolicy{});
+  EXPECT_EQ(d.winner, "bucket_winner");
+  EXPECT_NE(d.reason.find("noise"), std::string::npos) << d.reason;
+  here[1].spread = 0.5;  // scattered, but its median still means something
+  EXPECT_EQ(DecideRefinement(here, Determinism::kNondeterministic, std::nullopt, "bucket_winner",
+                             NoisePolicy{})
+                .winner,
+            "scattered");
 }
 
 TEST(RefinementTest, TheMostSpecificVerdictServesAShape) {

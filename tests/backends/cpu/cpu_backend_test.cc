@@ -212,6 +212,32 @@ TEST(CpuStreamTest, ReferenceRowsAreTheListedRowsOfTheWholeReference) {
   }
 }
 
+// The measurer fills its operands through the stream: the values FillRandom
+// gives on the host, below and past the table size, and nothing past `count`.
+TEST(CpuStreamTest, RandomFillGivesTheHostFillsValuesAndStopsAtCount) {
+  const auto backend = MakeBackend();
+  auto stream = backend->CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16}) {
+    for (size_t count : {size_t{1000}, kRandomTableEntries, (size_t{1} << 20) + 7}) {
+      const size_t es = ElementSize(dtype);
+      std::vector<uint8_t> want(count * es);
+      FillRandom(dtype, want.data(), count, 9);
+      auto buf = backend->Allocate((count + 16) * es);
+      ASSERT_TRUE(buf.ok()) << buf.status();
+      std::memset((*buf)->data(), 0xab, (count + 16) * es);
+      ASSERT_TRUE((*stream)->FillRandom(**buf, dtype, count, 9).ok());
+      const auto* got = static_cast<const uint8_t*>((*buf)->data());
+      EXPECT_EQ(std::memcmp(got, want.data(), want.size()), 0) << DTypeName(dtype) << " " << count;
+      EXPECT_TRUE(std::all_of(got + count * es, got + (count + 16) * es,
+                              [](uint8_t v) { return v == 0xab; }))
+          << DTypeName(dtype) << ": the fill wrote past its count";
+      EXPECT_FALSE((*stream)->FillRandom(**buf, dtype, count + 17, 9).ok())
+          << "a fill past the buffer must be refused";
+    }
+  }
+}
+
 TEST(CpuStreamTest, CountsNonFiniteAndDifferingElementsInPlace) {
   const auto backend = MakeBackend();
   auto stream = backend->CreateStream().value();

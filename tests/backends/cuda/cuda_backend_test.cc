@@ -1,6 +1,7 @@
 // The CUDA backend on a real GPU: fingerprint, memory pool, staged copies,
-// poison, device timer, the device f64 reference against a CPU one, and a
-// sticky device error turning Health() bad. Skips (saying so) without a GPU.
+// poison, the random operand fill and batched row copies, device timer, the
+// device f64 reference against a CPU one, and a sticky device error turning
+// Health() bad. Skips (saying so) without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_resources.h"
 #include "engine/measurer.h"
@@ -250,6 +252,75 @@ TEST(CudaBackendTest, DeviceReferenceRowsAreTheListedRowsOfTheWholeReference) {
     EXPECT_EQ(std::memcmp(rows_back.data(), b.data() + 129 * p.n * ElementSize(dtype),
                           p.n * ElementSize(dtype)),
               0);
+  }
+}
+
+// The measurer's operands are filled on the device past the table size: the
+// same values as the host fill (so a seed names the same operands everywhere),
+// and nothing past `count`.
+TEST(CudaBackendTest, RandomFillOnTheDeviceGivesTheHostFillsValues) {
+  SKIP_WITHOUT_GPU();
+  auto backend = MakeBackend();
+  ASSERT_NE(backend, nullptr);
+  auto stream = backend->CreateStream();
+  ASSERT_TRUE(stream.ok());
+  for (DType dtype : kAllDTypes) {
+    for (size_t count : {size_t{1000}, kRandomTableEntries, (size_t{3} << 20) + 7}) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " x ", count));
+      const size_t es = ElementSize(dtype), total = count + 16;
+      std::vector<unsigned char> want(total * es, 0xab), back(total * es);
+      FillRandom(dtype, want.data(), count, 17);
+      auto buf = backend->Allocate(total * es);
+      ASSERT_TRUE(buf.ok());
+      std::vector<unsigned char> marked(total * es, 0xab);
+      ASSERT_TRUE((*stream)->CopyToDevice(**buf, marked.data(), marked.size()).ok());
+      absl::Status st = (*stream)->FillRandom(**buf, dtype, count, 17);
+      ASSERT_TRUE(st.ok()) << st;
+      ASSERT_TRUE((*stream)->CopyToHost(back.data(), **buf, back.size()).ok());
+      EXPECT_EQ(std::memcmp(back.data(), want.data(), count * es), 0) << "values differ";
+      EXPECT_EQ(std::memcmp(back.data() + count * es, want.data() + count * es, 16 * es), 0)
+          << "the fill wrote past its count";
+      EXPECT_FALSE((*stream)->FillRandom(**buf, dtype, total + 1, 17).ok())
+          << "a fill past the buffer must be refused";
+    }
+  }
+}
+
+// The oracle reads its rows in batches as large as the staging holds: several
+// batches, runs of consecutive rows, rows out of order, and a row larger than
+// the whole staging all come back as the listed rows, packed.
+TEST(CudaBackendTest, RowsCopiedInBatchesAreTheListedRows) {
+  SKIP_WITHOUT_GPU();
+  CudaBackendOptions options;
+  options.staging_bytes = 2 << 20;  // 1 MiB halves
+  auto backend = MakeBackend(options);
+  ASSERT_NE(backend, nullptr);
+  auto stream = backend->CreateStream();
+  ASSERT_TRUE(stream.ok());
+  for (size_t row_bytes : {size_t{300} << 10, size_t{3} << 20}) {  // 6 rows per batch; none
+    SCOPED_TRACE(absl::StrCat("row of ", row_bytes, " bytes"));
+    const int64_t m = 40;
+    std::vector<unsigned char> src(m * row_bytes);
+    std::mt19937 rng(3);
+    for (size_t i = 0; i + 4 <= src.size(); i += 4) {
+      const uint32_t word = rng();
+      std::memcpy(src.data() + i, &word, 4);
+    }
+    auto buf = backend->Allocate(src.size());
+    ASSERT_TRUE(buf.ok());
+    ASSERT_TRUE((*stream)->CopyToDevice(**buf, src.data(), src.size()).ok());
+    const std::vector<int64_t> rows = {0, 1, 2, 3, 9, 20, 21, 5, 39, 38, 11};
+    std::vector<unsigned char> back(rows.size() * row_bytes);
+    absl::Status st = (*stream)->CopyRowsToHost(back.data(), **buf, row_bytes, rows);
+    ASSERT_TRUE(st.ok()) << st;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      EXPECT_EQ(std::memcmp(back.data() + r * row_bytes, src.data() + rows[r] * row_bytes,
+                            row_bytes),
+                0)
+          << "packed row " << r << " (row " << rows[r] << ")";
+    }
+    EXPECT_FALSE((*stream)->CopyRowsToHost(back.data(), **buf, row_bytes, {0, m}).ok())
+        << "a row past the buffer must be refused";
   }
 }
 

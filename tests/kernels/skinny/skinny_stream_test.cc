@@ -129,6 +129,28 @@ TEST_F(SkinnyStreamTest, EveryConfigMatchesReferenceAtEverySplitPlan) {
   }
 }
 
+// A narrow N against a long K (16 x 16 x 65536, the large-K tiny-MN shape of
+// the public list, and 13 x 24 x 65536, M != N): one strip whose warps mostly
+// lie past N, K split into hundreds of workspace slabs (or clusters where the
+// SM count is small). Every config within budget at K = 65536, and bitwise
+// the same on a second run.
+TEST_F(SkinnyStreamTest, EveryConfigIsAccurateAndRepeatsBitwiseAtNarrowNLongK) {
+  uint64_t seed = 250;
+  for (const Shape& s : {Shape{16, 16, 65536}, Shape{13, 24, 65536}}) {
+    DeviceGemm g(Problem{DType::kBF16, s.m, s.n, s.k}, seed++);
+    for (const SkinnyStreamConfig& config : kSkinnyStreamConfigs) {
+      for (int sm_count : {8, sm_count_}) {
+        ASSERT_TRUE(Run(g, config, nullptr, sm_count));
+        EXPECT_TRUE(g.Matches(kBudget)) << config.name << " at sm_count " << sm_count;
+        const std::vector<uint8_t> first = g.DownloadC();
+        ASSERT_TRUE(Run(g, config, nullptr, sm_count));
+        EXPECT_TRUE(first == g.DownloadC())
+            << config.name << " differs between runs on " << g.problem();
+      }
+    }
+  }
+}
+
 TEST_F(SkinnyStreamTest, RepeatsBitwise) {
   uint64_t seed = 300;
   for (const Shape& s : {Shape{13, 333, 2049}, Shape{16, 16, 65536}, Shape{64, 4100, 3000}}) {
