@@ -8,17 +8,27 @@
 // byte offsets in Matmuls instead of carrying bytes - and its resident tensors,
 // and releases them all when the client is destroyed or its process exits.
 //
+// A Matmul goes raw: the request's small fields serialized, then A and B sent
+// from the request's own strings, not copied into a serialized message; the
+// reply's C gathered from the slices it arrived in into response->c(), sized
+// once (arbiter/wire/split_fields.h). The bytes on the wire are a
+// MatmulRequest's and a MatmulResponse's, as protobuf would write them.
+//
 // Depends only on the wire contract (arbiter_proto), never on the engine.
 // Thread-safe: gRPC stubs and channels may be used from several threads;
 // OpenSession must come before the client is shared between threads.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <grpcpp/channel.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/impl/codegen/rpc_method.h>
 
 #include "arbiter/v1/arbiter.grpc.pb.h"
 #include "client/session.h"
@@ -45,7 +55,7 @@ class ArbiterClient {
   ArbiterClient(const ArbiterClient&) = delete;
   ArbiterClient& operator=(const ArbiterClient&) = delete;
 
-  // Dispatch.
+  // Dispatch. `request` must not change until Matmul returns (A and B are sent from it).
   grpc::Status Matmul(const v1::MatmulRequest& request, v1::MatmulResponse* response);
   grpc::Status Select(const v1::SelectRequest& request, v1::SelectResponse* response);
 
@@ -103,8 +113,36 @@ class ArbiterClient {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Dispatch::Stub> dispatch_;
   std::unique_ptr<v1::Admin::Stub> admin_;
+  const grpc::internal::RpcMethod matmul_;  // Dispatch/Matmul, sent and received raw
   std::unique_ptr<Session> session_;  // set once, by OpenSession
 };
+
+// Strings lent to gRPC as slices, no copy made: the destructor waits until
+// gRPC has released every one (once their bytes are written to the socket, or
+// the call that carried them is gone). Thread-safe.
+class LentBytes {
+ public:
+  LentBytes() = default;
+  ~LentBytes();
+  LentBytes(const LentBytes&) = delete;
+  LentBytes& operator=(const LentBytes&) = delete;
+
+  // A slice over `bytes`, which must outlive this object.
+  grpc::Slice Lend(const std::string& bytes);
+
+ private:
+  static void Release(void* self);
+
+  std::mutex mu_;
+  std::condition_variable released_;
+  int out_ = 0;  // slices gRPC still holds; guarded by mu_
+};
+
+// A MatmulRequest's wire bytes, with A and B lent from the request's own strings.
+grpc::ByteBuffer MatmulRequestBytes(const v1::MatmulRequest& request, LentBytes* lent);
+// Reads a MatmulResponse's wire bytes, C gathered from the slices once.
+// INTERNAL for bytes that are none.
+grpc::Status ParseMatmulReply(const grpc::ByteBuffer& reply, v1::MatmulResponse* response);
 
 // The size of each UploadTensor data message the client sends.
 inline constexpr int64_t kUploadChunkBytes = 4 << 20;

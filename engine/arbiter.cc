@@ -432,14 +432,16 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
   if (operands.a_ref) {
     ASSIGN_OR_RETURN(io.a, Resolve(peer, *operands.a_ref, "a", p.a_bytes(), a_what, false, &io.hold));
   } else {
-    RETURN_IF_ERROR(CheckOperandSizes(p, operands.a_bytes, p.b_bytes()));
-    io.a = Operand{.host = operands.a, .bytes = operands.a_bytes};
+    const size_t bytes = TotalBytes(operands.a);
+    RETURN_IF_ERROR(CheckOperandSizes(p, bytes, p.b_bytes()));
+    io.a = Operand{.host = operands.a, .bytes = bytes};
   }
   if (operands.b_ref) {
     ASSIGN_OR_RETURN(io.b, Resolve(peer, *operands.b_ref, "b", p.b_bytes(), b_what, false, &io.hold));
   } else {
-    RETURN_IF_ERROR(CheckOperandSizes(p, p.a_bytes(), operands.b_bytes));
-    io.b = Operand{.host = operands.b, .bytes = operands.b_bytes};
+    const size_t bytes = TotalBytes(operands.b);
+    RETURN_IF_ERROR(CheckOperandSizes(p, p.a_bytes(), bytes));
+    io.b = Operand{.host = operands.b, .bytes = bytes};
   }
   if (operands.c_ref) {
     ASSIGN_OR_RETURN(const Operand c,

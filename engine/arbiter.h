@@ -114,10 +114,10 @@ struct OperandRef {
 // Each of A, B and C: inline (host bytes) or a ref (unset `*_ref`).
 struct MatmulOperands {
   std::optional<OperandRef> a_ref, b_ref, c_ref;
-  const void* a = nullptr;   // inline A, a_bytes of it
-  size_t a_bytes = 0;
-  const void* b = nullptr;
-  size_t b_bytes = 0;
+  // Inline A and B: host bytes in one piece or several (a gRPC message's
+  // slices), gathered straight into the device buffers. The caller's; they
+  // outlive the dispatch.
+  std::vector<HostPiece> a, b;
   void* c_host = nullptr;    // where inline C goes (c_bytes()); null: DispatchResult::c
   std::string wait_event;    // a shared event to wait on before reading A and B; empty: none
 };

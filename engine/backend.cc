@@ -27,6 +27,28 @@ const char* RegionKindName(RegionKind kind) {
   return "unknown";
 }
 
+size_t TotalBytes(absl::Span<const HostPiece> pieces) {
+  size_t total = 0;
+  for (const HostPiece& piece : pieces) total += piece.bytes;
+  return total;
+}
+
+absl::Status Stream::GatherToDevice(Buffer& dst, absl::Span<const HostPiece> pieces) {
+  const size_t total = TotalBytes(pieces);
+  if (total > dst.bytes()) {
+    return absl::InternalError(absl::StrCat("gather to device: ", total, " bytes into a buffer of ",
+                                            dst.bytes()));
+  }
+  char* to = static_cast<char*>(dst.data());
+  for (const HostPiece& piece : pieces) {
+    if (piece.bytes == 0) continue;
+    BufferView window(to, piece.bytes);
+    RETURN_IF_ERROR(CopyToDevice(window, piece.data, piece.bytes));
+    to += piece.bytes;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Stream::ReferenceRows(const Problem& p, const Buffer& a, const Buffer& b,
                                    const std::vector<int64_t>& rows, std::vector<double>* c) {
   std::vector<double> full;

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/types/span.h"
+
 #include "engine/problem.h"
 #include "engine/status.h"
 
@@ -74,10 +76,23 @@ struct RegionSource {
 
 // An ordered queue of device work (a CUDA stream, or the calling thread on CPU).
 // Not thread-safe: one worker uses one stream at a time.
+// Host bytes in one piece. An operand that arrived in several buffers (the
+// slices of a gRPC message) is a list of these, in order.
+struct HostPiece {
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+size_t TotalBytes(absl::Span<const HostPiece> pieces);
+
 class Stream {
  public:
   virtual ~Stream() = default;
   virtual absl::Status CopyToDevice(Buffer& dst, const void* src, size_t bytes) = 0;
+  // Copies `pieces`, in order, to the start of `dst`: an operand gathered from
+  // where it arrived, never joined on the host first. The pieces may be freed
+  // once it returns. The default copies each piece with CopyToDevice; a backend
+  // whose every copy has a fixed cost (a GPU's) packs small pieces together.
+  virtual absl::Status GatherToDevice(Buffer& dst, absl::Span<const HostPiece> pieces);
   virtual absl::Status CopyToHost(void* dst, const Buffer& src, size_t bytes) = 0;
   // Fills the first `count` elements of `buf` with NaN.
   virtual absl::Status Poison(Buffer& buf, DType dtype, size_t count) = 0;

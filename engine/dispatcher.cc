@@ -34,9 +34,10 @@ absl::Status CheckOperandSizes(const Problem& p, size_t a_bytes, size_t b_bytes)
 absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection& sel,
                                                const CallContext& caller, const void* a,
                                                const void* b) {
+  const HostPiece host_a[] = {{a, p.a_bytes()}}, host_b[] = {{b, p.b_bytes()}};
   DispatchIo io;
-  io.a = Operand{.host = a, .bytes = p.a_bytes()};
-  io.b = Operand{.host = b, .bytes = p.b_bytes()};
+  io.a = Operand{.host = host_a, .bytes = p.a_bytes()};
+  io.b = Operand{.host = host_b, .bytes = p.b_bytes()};
   return Run(p, sel, caller, io);
 }
 
@@ -65,7 +66,7 @@ absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection
         return absl::OkStatus();
       }
       ASSIGN_OR_RETURN(*owned, backend_.Allocate(bytes));
-      RETURN_IF_ERROR(stream->CopyToDevice(**owned, o.host, bytes));
+      RETURN_IF_ERROR(stream->GatherToDevice(**owned, o.host));
       *at = (*owned)->data();
       return absl::OkStatus();
     };

@@ -52,10 +52,11 @@ struct DispatchResult {
   DispatchStages stages;
 };
 
-// Where one operand is: bytes on the host (copied in), or an address on the
-// device (a region or resident tensor at an offset, used in place).
+// Where one operand is: bytes on the host, in one piece or several (gathered
+// in), or an address on the device (a region or resident tensor at an offset,
+// used in place). The pieces are the caller's and outlive the dispatch.
 struct Operand {
-  const void* host = nullptr;
+  absl::Span<const HostPiece> host = {};
   void* device = nullptr;
   size_t bytes = 0;  // the bytes given (host) or available from `device`
 };

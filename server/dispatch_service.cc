@@ -14,7 +14,9 @@
 #include "server/fd_socket.h"
 #include "server/grpc_call.h"
 #include "server/metrics.h"
+#include "server/reply_buffers.h"
 #include "server/status_util.h"
+#include "server/wire_matmul_request.h"
 
 namespace arbiter::server {
 
@@ -67,18 +69,23 @@ grpc::ByteBuffer MatmulReplyBytes(const v1::MatmulResponse& fields, const grpc::
   return grpc::ByteBuffer(slices, 2);
 }
 
+DispatchService::~DispatchService() = default;
+
 DispatchService::DispatchService(Arbiter& arbiter, DispatchServiceOptions options)
-    : arbiter_(arbiter), options_(options) {
+    : arbiter_(arbiter),
+      options_(options),
+      reply_buffers_(std::make_unique<ReplyBuffers>(options.max_idle_reply_bytes)) {
   // The wire's Matmul is served as a streamed unary call (one read, one write;
-  // the mechanism of the generated WithStreamedUnaryMethod_Matmul) whose reply
-  // type is a ByteBuffer, so C goes out without being copied into a message.
+  // the mechanism of the generated WithStreamedUnaryMethod_Matmul) whose
+  // request and reply types are ByteBuffers: A and B come in, and C goes out,
+  // without being copied into a message.
   const int matmul = v1::MatmulRequest::descriptor()
                          ->file()
                          ->FindServiceByName("Dispatch")
                          ->FindMethodByName("Matmul")
                          ->index();
   MarkMethodStreamed(matmul,
-                     new grpc::internal::StreamedUnaryHandler<v1::MatmulRequest, grpc::ByteBuffer>(
+                     new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
                          [this](grpc::ServerContext* context, MatmulStream* stream) {
                            return MatmulOnWire(context, stream);
                          }));
@@ -121,31 +128,58 @@ absl::StatusOr<Peer> DispatchService::Caller(const grpc::ServerContext& context,
   return peer;
 }
 
+namespace {
+
+// One piece over an inline operand of a typed request; none for an empty one.
+std::vector<HostPiece> PiecesOf(const std::string& bytes) {
+  if (bytes.empty()) return {};
+  return {HostPiece{bytes.data(), bytes.size()}};
+}
+
+}  // namespace
+
 grpc::Status DispatchService::Matmul(grpc::ServerContext* context,
                                      const v1::MatmulRequest* request,
                                      v1::MatmulResponse* response) {
-  return Reply(*context, "matmul", DoMatmul(*context, *request, response, [response](size_t bytes) {
-                 std::string* c = response->mutable_c();
-                 c->resize(bytes);
-                 return static_cast<void*>(c->data());
-               }));
+  return Reply(*context, "matmul",
+               DoMatmul(*context, *request, PiecesOf(request->a()), PiecesOf(request->b()), response,
+                        [response](size_t bytes) {
+                          std::string* c = response->mutable_c();
+                          c->resize(bytes);
+                          return static_cast<void*>(c->data());
+                        }));
+}
+
+grpc::Status DispatchService::MatmulBytes(grpc::ServerContext* context,
+                                          const grpc::ByteBuffer& request,
+                                          grpc::ByteBuffer* reply) {
+  absl::StatusOr<std::unique_ptr<WireMatmulRequest>> parsed = WireMatmulRequest::Parse(request);
+  if (!parsed.ok()) return Reply(*context, "matmul", parsed.status());
+  const WireMatmulRequest& wire = **parsed;
+  v1::MatmulResponse fields;
+  grpc::Slice c;
+  const absl::Status status =
+      DoMatmul(*context, wire.fields(), wire.a(), wire.b(), &fields, [&](size_t bytes) {
+        // Not zero-filled: the copy from the device writes every byte.
+        c = reply_buffers_->Take(bytes);
+        if (c.size() != bytes) c = grpc::Slice(bytes);
+        return static_cast<void*>(const_cast<uint8_t*>(c.begin()));
+      });
+  if (!status.ok()) return Reply(*context, "matmul", status);
+  *reply = MatmulReplyBytes(fields, c);
+  return grpc::Status::OK;
 }
 
 grpc::Status DispatchService::MatmulOnWire(grpc::ServerContext* context, MatmulStream* stream) {
-  v1::MatmulRequest request;
+  grpc::ByteBuffer request;
   if (!stream->Read(&request)) {
-    return Reply(*context, "matmul",
-                 absl::InvalidArgumentError("the request could not be read as a MatmulRequest"));
+    return Reply(*context, "matmul", absl::InvalidArgumentError("no request arrived"));
   }
-  v1::MatmulResponse fields;
-  grpc::Slice c;
-  const absl::Status status = DoMatmul(*context, request, &fields, [&c](size_t bytes) {
-    c = grpc::Slice(bytes);  // not zero-filled: the copy from the device writes every byte
-    return static_cast<void*>(const_cast<uint8_t*>(c.begin()));
-  });
-  if (!status.ok()) return Reply(*context, "matmul", status);
+  grpc::ByteBuffer reply;
+  const grpc::Status status = MatmulBytes(context, request, &reply);
+  if (!status.ok()) return status;
   // The last message: sent together with the status.
-  stream->Write(MatmulReplyBytes(fields, c), grpc::WriteOptions().set_last_message());
+  stream->Write(reply, grpc::WriteOptions().set_last_message());
   return grpc::Status::OK;
 }
 
@@ -157,6 +191,8 @@ grpc::Status DispatchService::Select(grpc::ServerContext* context,
 
 absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
                                        const v1::MatmulRequest& request,
+                                       const std::vector<HostPiece>& a,
+                                       const std::vector<HostPiece>& b,
                                        v1::MatmulResponse* response,
                                        absl::FunctionRef<void*(size_t bytes)> c_buffer) {
   const auto arrived = std::chrono::steady_clock::now();
@@ -173,8 +209,8 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
     std::optional<OperandRef>* out;
   };
   const Side sides[] = {
-      {"a", request.has_a_ref(), request.a_ref(), request.a().size(), &operands.a_ref},
-      {"b", request.has_b_ref(), request.b_ref(), request.b().size(), &operands.b_ref},
+      {"a", request.has_a_ref(), request.a_ref(), TotalBytes(a), &operands.a_ref},
+      {"b", request.has_b_ref(), request.b_ref(), TotalBytes(b), &operands.b_ref},
       {"c", request.has_c_ref(), request.c_ref(), 0, &operands.c_ref}};
   for (const Side& side : sides) {
     if (!side.has_ref) continue;
@@ -186,8 +222,8 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
     regions |= (*side.out)->target == OperandRef::Target::kRegion;
     tensors |= (*side.out)->target == OperandRef::Target::kTensor;
   }
-  if (!operands.a_ref) RETURN_IF_ERROR(CheckOperandBytes("a", problem, request.a().size()));
-  if (!operands.b_ref) RETURN_IF_ERROR(CheckOperandBytes("b", problem, request.b().size()));
+  if (!operands.a_ref) RETURN_IF_ERROR(CheckOperandBytes("a", problem, TotalBytes(a)));
+  if (!operands.b_ref) RETURN_IF_ERROR(CheckOperandBytes("b", problem, TotalBytes(b)));
   if (!operands.c_ref) RETURN_IF_ERROR(CheckReplyFits(problem, options_.max_message_bytes));
   Peer peer;
   if (regions || tensors) {
@@ -201,10 +237,8 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
   options.cancelled = call.cancelled;
   options.peer = call.peer;
 
-  operands.a = request.a().data();
-  operands.a_bytes = request.a().size();
-  operands.b = request.b().data();
-  operands.b_bytes = request.b().size();
+  operands.a = a;
+  operands.b = b;
   operands.wait_event = request.wait_event();
   // C is copied from the device straight into the reply's own buffer.
   if (!operands.c_ref) operands.c_host = c_buffer(problem.c_bytes());

@@ -12,10 +12,15 @@
 // A Matmul whose reply (C and the response's other fields) could not fit in
 // --max-message-bytes is refused before any work: RESOURCE_EXHAUSTED.
 //
-// On the wire a Matmul's reply is written raw (MatmulOnWire): its small fields
-// serialized, then C's bytes in a gRPC slice the device copy writes straight
-// into - no zero-filled std::string, no second copy when protobuf serializes
-// it. The bytes are exactly a MatmulResponse's; clients see no difference.
+// On the wire a Matmul is read and written raw (MatmulBytes). Its request is
+// not parsed into a message: the small fields are, while A and B stay in the
+// slices gRPC received them in and are gathered from there straight to the
+// device (wire_matmul_request.h) - no copy into std::strings first. Its reply
+// is its small fields serialized, then C's bytes in a gRPC slice the device
+// copy writes straight into - no zero-filled std::string, no second copy when
+// protobuf serializes it; those buffers are kept and reused once sent, so a
+// reply's pages are not faulted in afresh every call. The bytes either way are exactly a MatmulRequest's
+// and MatmulResponse's; clients see no difference.
 //
 // Callers: a call carrying "arbiter-session" metadata is that session's peer
 // (fd_socket.h); regions need one. Without it a TCP caller is its host (the
@@ -48,11 +53,14 @@ namespace arbiter::server {
 
 class FdSocket;
 class Metrics;
+class ReplyBuffers;
 
 struct DispatchServiceOptions {
   int64_t max_message_bytes = 0;  // largest reply the server sends; 0: not checked here
   FdSocket* sessions = nullptr;   // the fd socket; null: no sessions (no regions)
   Metrics* metrics = nullptr;     // per-stage dispatch times; null: not recorded
+  // Reply buffers for C kept for reuse once sent (reply_buffers.h), at most this many bytes idle.
+  int64_t max_idle_reply_bytes = int64_t{512} << 20;
 };
 
 // The most a MatmulResponse takes besides C's bytes: the candidate's name, the
@@ -63,12 +71,18 @@ inline constexpr int64_t kMatmulResponseEnvelopeBytes = 1024;
 class DispatchService final : public v1::Dispatch::Service {
  public:
   explicit DispatchService(Arbiter& arbiter, DispatchServiceOptions options = {});
+  ~DispatchService() override;
   DispatchService(const DispatchService&) = delete;
   DispatchService& operator=(const DispatchService&) = delete;
 
-  // The typed Matmul (in-process callers); the wire uses MatmulOnWire.
+  // The typed Matmul (in-process callers); the wire uses MatmulBytes.
   grpc::Status Matmul(grpc::ServerContext* context, const v1::MatmulRequest* request,
                       v1::MatmulResponse* response) override;
+  // The wire's Matmul: `request` holds a MatmulRequest's bytes, `reply` gets a
+  // MatmulResponse's when the status is OK. Bytes that are no MatmulRequest
+  // are refused (INVALID_ARGUMENT) like any bad request, before any work.
+  grpc::Status MatmulBytes(grpc::ServerContext* context, const grpc::ByteBuffer& request,
+                           grpc::ByteBuffer* reply);
   grpc::Status Select(grpc::ServerContext* context, const v1::SelectRequest* request,
                       v1::SelectResponse* response) override;
   grpc::Status RegisterRegion(grpc::ServerContext* context, const v1::RegisterRegionRequest* request,
@@ -87,11 +101,14 @@ class DispatchService final : public v1::Dispatch::Service {
                            v1::ListTensorsResponse* response) override;
 
  private:
-  using MatmulStream = grpc::ServerUnaryStreamer<v1::MatmulRequest, grpc::ByteBuffer>;
+  using MatmulStream = grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>;
   grpc::Status MatmulOnWire(grpc::ServerContext* context, MatmulStream* stream);
-  // Runs the request; `response` gets every field but C. An inline C goes to
+  // Runs the request: its fields but A and B in `request` (whose a and b are
+  // ignored), inline A and B in `a` and `b` (their pieces, in order; empty when
+  // not sent); `response` gets every field but C. An inline C goes to
   // `c_buffer(bytes)`, asked for once the request has passed every check.
   absl::Status DoMatmul(const grpc::ServerContext& context, const v1::MatmulRequest& request,
+                        const std::vector<HostPiece>& a, const std::vector<HostPiece>& b,
                         v1::MatmulResponse* response,
                         absl::FunctionRef<void*(size_t bytes)> c_buffer);
   absl::Status DoSelect(const v1::SelectRequest& request, const CallContext& call,
@@ -112,6 +129,7 @@ class DispatchService final : public v1::Dispatch::Service {
 
   Arbiter& arbiter_;
   const DispatchServiceOptions options_;
+  const std::unique_ptr<ReplyBuffers> reply_buffers_;  // C of the wire's replies
 };
 
 // The engine's deadline for a call whose gRPC deadline is `rpc_deadline`:

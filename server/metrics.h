@@ -80,9 +80,10 @@ struct MetricsState {
 
 // The stages of one Matmul, for arbiter_dispatch_stage_seconds{stage}.
 enum class DispatchStage {
-  kReceive,  // "receive": the call's arrival to its request parsed
-  kPrepare,  // "prepare": the rest of the handler - checks, selection, a device stream, buffers
-  kH2D,      // "h2d": inline operands copied to the device
+  kReceive,  // "receive": the call's arrival to its request's bytes all received
+  kPrepare,  // "prepare": the rest of the handler - parsing the small fields, checks, selection,
+             // a device stream, buffers
+  kH2D,      // "h2d": inline operands gathered from the received bytes to the device
   kKernel,   // "kernel": the kernel enqueued until it ended (host view)
   kD2H,      // "d2h": C copied back for an inline reply
   kSend,     // "send": the reply serialized and sent

@@ -128,6 +128,44 @@ absl::Status CudaStream::CopyToDevice(Buffer& dst, const void* src, size_t bytes
   return absl::OkStatus();
 }
 
+absl::Status CudaStream::GatherToDevice(Buffer& dst, absl::Span<const HostPiece> pieces) {
+  RETURN_IF_ERROR(CheckFits("GatherToDevice", TotalBytes(pieces), dst));
+  RETURN_IF_ERROR(Use());
+  char* to = static_cast<char*>(dst.data());
+  // A gRPC message arrives in pieces of a frame or so (16 KiB by default): each
+  // is packed into the free pinned half, which goes to the device once full
+  // while the other half fills - the copies' fixed cost is paid per half.
+  int half = 0;
+  char* stage = nullptr;  // the half being filled; null until its last copy is done
+  size_t filled = 0;
+  auto send = [&]() -> absl::Status {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to, stage, filled, cudaMemcpyHostToDevice, res_.stream));
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(staged_[half], res_.stream));
+    to += filled;
+    filled = 0;
+    stage = nullptr;
+    half ^= 1;
+    return absl::OkStatus();
+  };
+  for (const HostPiece& piece : pieces) {
+    const char* from = static_cast<const char*>(piece.data);
+    for (size_t left = piece.bytes; left > 0;) {
+      if (stage == nullptr) {
+        CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staged_[half]));  // the half is free again
+        stage = static_cast<char*>(staging_) + half * staging_half_;
+      }
+      const size_t n = std::min(left, staging_half_ - filled);
+      std::memcpy(stage + filled, from, n);
+      filled += n;
+      from += n;
+      left -= n;
+      if (filled == staging_half_) RETURN_IF_ERROR(send());
+    }
+  }
+  if (filled > 0) RETURN_IF_ERROR(send());
+  return absl::OkStatus();
+}
+
 absl::Status CudaStream::CopyToHostRaw(void* dst, const void* src, size_t bytes) {
   RETURN_IF_ERROR(Use());
   const char* from = static_cast<const char*>(src);

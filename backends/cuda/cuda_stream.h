@@ -33,6 +33,8 @@ class CudaStream final : public Stream {
   CudaStream& operator=(const CudaStream&) = delete;
 
   absl::Status CopyToDevice(Buffer& dst, const void* src, size_t bytes) override;
+  // Packs the pieces into the pinned halves: one copy per half, however small the pieces.
+  absl::Status GatherToDevice(Buffer& dst, absl::Span<const HostPiece> pieces) override;
   absl::Status CopyToHost(void* dst, const Buffer& src, size_t bytes) override;
   absl::Status Poison(Buffer& buf, DType dtype, size_t count) override;
   absl::Status FlushCache() override;

@@ -72,6 +72,9 @@ ABSL_FLAG(double, service_seconds, 2.0, "service: seconds per (transport, rpc, c
 ABSL_FLAG(std::string, matmul_sizes, "",
           "service: n of the n^3 Matmuls (default 256..8192 on cuda, 128,256,512 on cpu)");
 ABSL_FLAG(int, matmul_repeats, 5, "service: Matmul calls per path and size (median)");
+ABSL_FLAG(std::string, wire_mib, "",
+          "service: request sizes (MiB) of the wire rows, f32 1x1xK Matmuls whose kernel is next "
+          "to nothing (default 16,64,256 on cuda, 4,16 on cpu; \",\": none)");
 ABSL_FLAG(std::string, zero_copy, "auto",
           "service: the zero-copy Matmul rows (operands in a region of the daemon's device memory, "
           "on the unix socket): auto (on the cuda backend), on, off");
@@ -346,6 +349,9 @@ int main(int argc, char** argv) {
                                                            : "128,256,512")
                                                     : absl::GetFlag(FLAGS_matmul_sizes));
     so.matmul_repeats = absl::GetFlag(FLAGS_matmul_repeats);
+    so.wire_mib = Int64List("wire_mib", absl::GetFlag(FLAGS_wire_mib).empty()
+                                            ? (gpu ? "16,64,256" : "4,16")
+                                            : absl::GetFlag(FLAGS_wire_mib));
     const std::string zero_copy = absl::GetFlag(FLAGS_zero_copy);
     if (zero_copy != "auto" && zero_copy != "on" && zero_copy != "off") {
       Die(absl::InvalidArgumentError(
@@ -363,6 +369,9 @@ int main(int argc, char** argv) {
     service = OrDie(RunService(dev, so));
     if (auto s = service->rpc.WriteCsv(out + "/service_rpc.csv"); !s.ok()) Die(s);
     if (auto s = service->matmul.WriteCsv(out + "/service_matmul.csv"); !s.ok()) Die(s);
+    if (!so.wire_mib.empty()) {
+      if (auto s = service->wire.WriteCsv(out + "/service_wire.csv"); !s.ok()) Die(s);
+    }
     if (so.zero_copy) {
       if (auto s = service->zero_copy.WriteCsv(out + "/service_zero_copy.csv"); !s.ok()) Die(s);
     }
@@ -549,6 +558,10 @@ int main(int argc, char** argv) {
                                 "^3 end to end / (kernel + 2x empty RPC p50)"),
                    r[9]});
     }
+    for (const auto& r : service->wire.rows()) {
+      summary.Add({absl::StrCat("service: ", r[0], " wire ", r[1], " MiB request, receive GB/s (median)"),
+                   r[6]});
+    }
   }
   if (tuning) {
     for (const auto& r : tuning->rows()) {
@@ -605,9 +618,10 @@ int main(int argc, char** argv) {
          << service->matmul.Markdown({"transport", "path", "dtype", "n", "candidate", "e2e_s",
                                       "inprocess_s", "e2e_vs_inprocess", "daemon_device_s"})
          << "\nWhere those Matmuls' time went: the daemon's stages (means over the timed calls, "
-         << "from its arbiter_dispatch_stage_seconds histogram: receive = arrival to request "
-         << "parsed, prepare = checks, selection, a device stream and buffers, h2d/d2h = operand "
-         << "copies, kernel = host view of the launch, send = reply sent) and the rest of the "
+         << "from its arbiter_dispatch_stage_seconds histogram: receive = arrival to the request's "
+         << "bytes received, prepare = parsing its small fields, checks, selection, a device stream "
+         << "and buffers, h2d = operands gathered from the received bytes to the device, d2h = C "
+         << "copied back, kernel = host view of the launch, send = reply sent) and the rest of the "
          << "end to end (the client's serialize and parse, bytes in flight):\n\n"
          << service->matmul.Markdown({"transport", "dtype", "n", "e2e_s", "receive_s", "prepare_s",
                                       "h2d_s", "kernel_s", "d2h_s", "send_s",
@@ -618,6 +632,12 @@ int main(int argc, char** argv) {
            << "on the unix socket; C checked against the reference first) against the kernel's "
            << "device time plus twice the empty RPC's p50 there:\n\n"
            << service->zero_copy.Markdown() << "\n";
+    }
+    if (!service->wire.rows().empty()) {
+      page << "The bytes path's wire alone: f32 1 x 1 x K Matmuls (A and B each half the request, "
+           << "C one element, so next to no kernel), each call's daemon stages read around it; "
+           << "receive_gb_per_s is the request's bytes over the median receive stage:\n\n"
+           << service->wire.Markdown() << "\n";
     }
   }
   if (tuning) {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -327,6 +328,96 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl,
   return run;
 }
 
+// One stage's seconds between two scrapes, and how many calls it recorded.
+std::pair<double, double> StageDelta(const StageTotals& before, const StageTotals& after,
+                                     const std::string& stage) {
+  const auto b = before.find(stage);
+  const auto a = after.find(stage);
+  if (a == after.end()) return {0, 0};
+  return {a->second.first - (b == before.end() ? 0 : b->second.first),
+          a->second.second - (b == before.end() ? 0 : b->second.second)};
+}
+
+// The bytes path's wire alone, `o.wire_mib` request sizes on `ctl`: f32 1 x 1 x K
+// Matmuls (A and B each half the request, C one element: next to no kernel).
+// Each timed call's daemon stages come from scrapes before and after it (the
+// receive and send stages are recorded when gRPC is done with the call, so the
+// second scrape waits for them). The first call of a size measures its bucket
+// and is checked against the reference, not timed.
+absl::Status WireRows(client::ArbiterClient& ctl, int metrics_port, const std::string& transport,
+                      const ServiceOptions& o, Table* table) {
+  for (int64_t mib : o.wire_mib) {
+    const int64_t k = mib * (int64_t{1} << 20) / 8;
+    const Problem p{DType::kF32, 1, 1, k};
+    std::vector<uint8_t> a(p.a_bytes()), b(p.b_bytes());
+    FillRandom(p.dtype, a.data(), p.m * p.k, 3);
+    FillRandom(p.dtype, b.data(), p.k * p.n, 4);
+    v1::MatmulRequest req;
+    req.mutable_problem()->set_dtype(WireDType(p.dtype));
+    req.mutable_problem()->set_m(p.m);
+    req.mutable_problem()->set_n(p.n);
+    req.mutable_problem()->set_k(p.k);
+    req.set_a(a.data(), a.size());
+    req.set_b(b.data(), b.size());
+    const double message = static_cast<double>(req.ByteSizeLong());
+    std::vector<double> e2e, rest;
+    std::vector<std::vector<double>> stages(std::size(kStages));  // per call, in kStages' order
+    for (int i = 0; i <= o.matmul_repeats; ++i) {
+      ASSIGN_OR_RETURN(const StageTotals before, ScrapeStages(metrics_port));
+      v1::MatmulResponse resp;
+      const Clock::time_point t0 = Clock::now();
+      if (grpc::Status s = ctl.Matmul(req, &resp); !s.ok()) {
+        return absl::UnavailableError(absl::StrCat("wire Matmul ", p.ToString(), " on ", transport,
+                                                   ": ", s.error_message()));
+      }
+      const double seconds = Since(t0);
+      if (i == 0) {
+        const client::Operands ops{std::string(a.begin(), a.end()), std::string(b.begin(), b.end())};
+        const client::CheckResult check =
+            client::CheckMatmul(req.problem(), ops, resp.c(),
+                                BudgetOf(ctl, resp.candidate(), req.problem().dtype()),
+                                client::CheckOptions{});
+        if (!check.passed()) {
+          return absl::DataLossError(absl::StrCat("wire Matmul ", p.ToString(), " by ",
+                                                  resp.candidate(), " on ", transport,
+                                                  ": C is wrong: ", check.first_failure));
+        }
+        continue;
+      }
+      StageTotals after;
+      for (int poll = 0; poll < 500; ++poll) {  // up to 5 s for the call's last stages
+        ASSIGN_OR_RETURN(after, ScrapeStages(metrics_port));
+        if (StageDelta(before, after, "receive").second >= 1 &&
+            StageDelta(before, after, "send").second >= 1) {
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a bench's poll, not a test's
+      }
+      double daemon = 0;
+      for (size_t j = 0; j < std::size(kStages); ++j) {
+        const double seconds_in = StageDelta(before, after, kStages[j]).first;
+        stages[j].push_back(seconds_in);
+        daemon += seconds_in;
+      }
+      e2e.push_back(seconds);
+      rest.push_back(std::max(0.0, seconds - daemon));
+    }
+    auto min = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+    const double receive = Summarize(stages[0]).median;
+    std::vector<std::string> row = {transport, absl::StrCat(mib), absl::StrCat(e2e.size()),
+                                    Sci(min(e2e)), Sci(Summarize(e2e).median), Sci(min(stages[0])),
+                                    Fixed(receive > 0 ? message / receive / 1e9 : -1, 2)};
+    for (const std::vector<double>& stage : stages) row.push_back(Sci(Summarize(stage).median));
+    row.push_back(Sci(Summarize(rest).median));
+    table->Add(row);
+    if (o.verbose) {
+      std::cerr << "service " << transport << " wire " << mib << " MiB: receive "
+                << Fixed(receive * 1e3, 1) << " ms (median)\n";
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions& o) {
@@ -341,6 +432,11 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
                       "kernel_s", "d2h_s", "send_s", "client_and_wire_s"});
   out.zero_copy = Table({"transport", "path", "dtype", "n", "candidate", "e2e_s", "daemon_device_s",
                          "empty_rpc_p50_s", "target_s", "e2e_vs_target"});
+  // receive_gb_per_s: the request's bytes over the median receive stage; then
+  // each stage's median, and the rest of the median end to end.
+  out.wire = Table({"transport", "request_mib", "calls", "e2e_min_s", "e2e_median_s", "receive_min_s",
+                    "receive_gb_per_s", "receive_s", "prepare_s", "h2d_s", "kernel_s", "d2h_s",
+                    "send_s", "client_and_wire_s"});
   const Problem select_problem{o.dtype, 256, 256, 256};
   struct Transport {
     std::string name, listen, target;
@@ -470,6 +566,7 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
         zero_copy_sizes.push_back({p, std::move(a), std::move(b)});
       }
     }
+    RETURN_IF_ERROR(WireRows(ctl, metrics_port, t.name, o, &out.wire));
     // Zero-copy: operands in a region of the daemon's memory, on the Unix socket.
     if (o.zero_copy && t.name == "unix") {
       v1::ServerInfoResponse info;

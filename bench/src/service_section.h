@@ -9,7 +9,11 @@
 //   - on the Unix socket, Matmul on zero-copy operands (A, B and C in one region
 //     of the daemon's device memory, as `arbiterctl matmul --operands device`
 //     does) against the kernel's device time plus twice the empty RPC's p50
-//     there (issue 9's target), each result checked against the reference first.
+//     there (issue 9's target), each result checked against the reference first;
+//   - the wire alone: Matmuls whose kernel is next to nothing (f32 1 x 1 x K, A
+//     and B each half of a 16-256 MiB request, C one element), each call's
+//     daemon stages read from the histogram around it: the receive stage's rate
+//     is what the bytes path can move, whatever the device.
 #pragma once
 
 #include <string>
@@ -30,6 +34,7 @@ struct ServiceOptions {
   std::vector<int64_t> matmul_sizes = {256, 512, 1024};  // n of n^3
   int matmul_repeats = 5;                     // each path, median of this many calls
   bool zero_copy = false;                     // the zero-copy rows (regions on the unix socket)
+  std::vector<int64_t> wire_mib = {16, 64, 256};  // request sizes of the wire rows; empty: none
   bool verbose = true;
 };
 
@@ -37,6 +42,7 @@ struct ServiceTables {
   Table rpc{std::vector<std::string>{}};     // transport, rpc, concurrency: calls/s, p50, p99
   Table matmul{std::vector<std::string>{}};  // size: end to end and in-process, daemon stages
   Table zero_copy{std::vector<std::string>{}};  // size: end to end against kernel + 2 empty RPCs
+  Table wire{std::vector<std::string>{}};       // request size: the bytes path's receive and send
 };
 
 absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions& options);

@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$bench" --backend=cpu --grid=tiny --shapes="$root/tests/bench/smoke-shapes.txt" \
   --out="$out" --cpu_threads=1 --warmup=1 --min_samples=2 --max_samples=3 \
   --device_budget_s=0.01 --wall_budget_s=0.05 --peak_squares=64 --arbiterd="$arbiterd" --concurrency=1,2 \
-  --service_seconds=0.2 --matmul_sizes=32,64 --matmul_repeats=2 --zero_copy=on \
+  --service_seconds=0.2 --matmul_sizes=32,64 --matmul_repeats=2 --wire_mib=1 --zero_copy=on \
   --tuning_shapes=32x32x32:f32 --tuning_repeats=1 --quiet >"$out/stdout.txt" \
   || fail "arbiter-bench exited $?: $(tail -5 "$out/stdout.txt")"
 
@@ -52,6 +52,7 @@ grep -q "fnv1a64" "$out/method.csv" || fail "method.csv: shape list hash missing
 # Both transports, both RPCs, both concurrencies; Matmul at both sizes on both transports.
 (( $(tail -n +2 "$out/service_rpc.csv" | wc -l) == 8 )) || fail "service_rpc.csv: want 8 rows"
 (( $(tail -n +2 "$out/service_matmul.csv" | wc -l) == 4 )) || fail "service_matmul.csv: want 4 rows"
+(( $(tail -n +2 "$out/service_wire.csv" | wc -l) == 2 )) || fail "service_wire.csv: want 2 rows (1 MiB on tcp and unix)"
 # The daemon's stage breakdown beside each row: its kernel stage is never blank.
 head -1 "$out/service_matmul.csv" | grep -q "receive_s,prepare_s,h2d_s,kernel_s,d2h_s,send_s" \
   || fail "service_matmul.csv: no stage columns"

@@ -3,7 +3,10 @@
 // (server/convert.*) they apply, and whatever runs after a request passes it.
 //
 // The first byte picks the request type; the rest is parsed as that message
-// (bytes that do not parse are what gRPC refuses before any handler). The
+// (bytes that do not parse are what gRPC refuses before any handler) - except
+// a Matmul's, which go as they are, in many slices, to the raw handler the
+// wire uses (server/wire_matmul_request.h), and are checked against protobuf's
+// reading of them. The
 // handlers run over a real engine on the CPU backend with the CPU candidates,
 // limits small enough that any valid problem is cheap, tuning off unless a
 // request asks, and an in-memory store reset after each input so that every
@@ -16,10 +19,13 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "arbiter/v1/arbiter.pb.h"
 #include "backends/cpu/cpu_backend.h"
@@ -102,16 +108,45 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ++data;
   --size;
   switch (which % 12) {
-    case 0:
-      Parsed<v1::MatmulRequest>(data, size, [&](const v1::MatmulRequest& r) {
-        v1::MatmulResponse response;
-        if (!s.dispatch->Matmul(&context, &r, &response).ok()) return;
-        // Answered: the engine's own checks accept the problem, and C has its size.
-        const absl::StatusOr<Problem> p =
-            server::ProblemFromProto(r.problem(), s.arbiter->options().limits);
-        if (!p.ok() || response.c().size() != p->c_bytes()) std::abort();
-      });
+    case 0: {
+      // The wire's Matmul: the bytes as they would arrive, in slices of 1-16
+      // bytes (the input's first byte says), through the raw parser. Bytes
+      // protobuf parses must get the typed handler's answer; bytes it refuses
+      // must be refused.
+      std::vector<grpc::Slice> slices;
+      const size_t piece = 1 + (which / 12) % 16;
+      for (size_t at = 0; at < size; at += piece) {
+        slices.emplace_back(data + at, std::min(piece, size - at));
+      }
+      grpc::ByteBuffer bytes(slices.data(), slices.size());
+      grpc::ByteBuffer reply;
+      const grpc::Status wire = s.dispatch->MatmulBytes(&context, bytes, &reply);
+      v1::MatmulRequest r;
+      const bool parses = r.ParseFromArray(data, static_cast<int>(size));
+      if (!parses) {
+        if (wire.ok()) std::abort();  // answered bytes that are no MatmulRequest
+        break;
+      }
+      v1::MatmulResponse typed_response;
+      const grpc::Status typed = s.dispatch->Matmul(&context, &r, &typed_response);
+      if (typed.error_code() != wire.error_code()) std::abort();
+      if (!wire.ok()) break;
+      // Answered: the engine's own checks accept the problem, and C has its size.
+      std::vector<grpc::Slice> out;
+      std::string reply_bytes;
+      if (!reply.Dump(&out).ok()) std::abort();
+      for (const grpc::Slice& slice : out) {
+        reply_bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      }
+      v1::MatmulResponse response;
+      const absl::StatusOr<Problem> p =
+          server::ProblemFromProto(r.problem(), s.arbiter->options().limits);
+      if (!response.ParseFromString(reply_bytes) || !p.ok() || response.c().size() != p->c_bytes() ||
+          typed_response.c().size() != p->c_bytes()) {
+        std::abort();
+      }
       break;
+    }
     case 1:
       Parsed<v1::SelectRequest>(data, size, [&](const v1::SelectRequest& r) {
         v1::SelectResponse response;

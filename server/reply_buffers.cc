@@ -1,0 +1,75 @@
+#include "server/reply_buffers.h"
+
+#include <cstdlib>
+#include <iterator>
+
+namespace arbiter::server {
+
+struct ReplyBuffers::State {
+  explicit State(int64_t max_idle) : max_idle_bytes(max_idle) {}
+  ~State() {
+    for (const auto& [capacity, data] : idle) std::free(data);
+  }
+  const int64_t max_idle_bytes;
+  mutable std::mutex mu;
+  std::multimap<size_t, void*> idle;  // capacity -> buffer; guarded by mu
+  int64_t idle_bytes = 0;             // guarded by mu
+};
+
+// What a lent slice carries to its release.
+struct ReplyBuffers::Lease {
+  std::shared_ptr<State> state;
+  void* data;
+  size_t capacity;
+};
+
+ReplyBuffers::ReplyBuffers(int64_t max_idle_bytes)
+    : state_(std::make_shared<State>(max_idle_bytes)) {}
+
+ReplyBuffers::~ReplyBuffers() = default;
+
+grpc::Slice ReplyBuffers::Take(size_t bytes) {
+  void* data = nullptr;
+  size_t capacity = bytes;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    // The smallest idle buffer that holds `bytes` and is at most twice as large.
+    const auto it = state_->idle.lower_bound(bytes);
+    if (it != state_->idle.end() && it->first / 2 <= bytes) {
+      capacity = it->first;
+      data = it->second;
+      state_->idle_bytes -= static_cast<int64_t>(capacity);
+      state_->idle.erase(it);
+    }
+  }
+  if (data == nullptr) data = std::malloc(capacity);
+  if (data == nullptr) return grpc::Slice();
+  auto* lease = new Lease{state_, data, capacity};
+  return grpc::Slice(data, bytes, &ReplyBuffers::Return, lease);
+}
+
+void ReplyBuffers::Return(void* opaque) {
+  std::unique_ptr<Lease> lease(static_cast<Lease*>(opaque));
+  State& state = *lease->state;
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    if (state.idle_bytes + static_cast<int64_t>(lease->capacity) <= state.max_idle_bytes) {
+      state.idle.emplace(lease->capacity, lease->data);
+      state.idle_bytes += static_cast<int64_t>(lease->capacity);
+      return;
+    }
+  }
+  std::free(lease->data);
+}
+
+int ReplyBuffers::idle_buffers() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return static_cast<int>(state_->idle.size());
+}
+
+int64_t ReplyBuffers::idle_bytes() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->idle_bytes;
+}
+
+}  // namespace arbiter::server
