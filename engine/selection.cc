@@ -24,6 +24,39 @@ const CandidateResult* Find(const std::vector<CandidateResult>& results, std::st
 std::string Us(double seconds) { return absl::StrFormat("%.2fus", seconds * 1e6); }
 std::string Pct(double fraction) { return absl::StrFormat("%.1f%%", fraction * 100); }
 
+// A challenger's margin over the incumbent, the noise it must beat, and how both were measured.
+struct Separation {
+  bool separated = false;
+  double margin = 0;
+  std::string method;      // "paired over N rounds: ", "per-candidate spreads (...): " or empty
+  std::string noise_text;  // " noise 2 x 1.0%"
+};
+
+Separation Separate(const CandidateResult& inc, const CandidateResult& chal,
+                    const NoisePolicy& noise, const RaceSamples* samples) {
+  Separation s;
+  // The margin is the challenger's speedup over the incumbent (t_inc / t_chal - 1), not the
+  // fraction of time saved: the latter can never exceed 100%, so an incumbent with a spread
+  // over 50% could never be displaced however slow it was.
+  s.margin = inc.median_seconds / chal.median_seconds - 1.0;
+  double spread = std::max({inc.spread, chal.spread, noise.noise_floor});
+  if (samples != nullptr) {
+    const PairedRatio paired = samples->Compare(inc.name, chal.name);
+    if (paired.pairs >= samples->min_pairs() && paired.pairs > 0) {
+      s.margin = paired.median - 1.0;
+      spread = std::max(paired.spread, noise.noise_floor);
+      s.method = absl::StrCat("paired over ", paired.pairs, " rounds: ");
+    } else {
+      // Too few rounds together (one stopped early or failed): each one's own figures.
+      s.method = absl::StrCat("per-candidate spreads (", paired.pairs, " rounds paired, under ",
+                              samples->min_pairs(), "): ");
+    }
+  }
+  s.separated = s.margin > noise.noise_multiple * spread;
+  s.noise_text = absl::StrFormat(" noise %.3g x %s", noise.noise_multiple, Pct(spread));
+  return s;
+}
+
 }  // namespace
 
 Decision Decide(const std::vector<CandidateResult>& results, Determinism required,
@@ -66,41 +99,44 @@ Decision Decide(const std::vector<CandidateResult>& results, Determinism require
                             Pct(fastest->spread), "), also the ", inc_kind);
     return d;
   }
-  // The margin is the challenger's speedup over the incumbent (t_inc / t_chal - 1), not the
-  // fraction of time saved: the latter can never exceed 100%, so an incumbent with a spread
-  // over 50% could never be displaced however slow it was.
-  double margin = inc->median_seconds / fastest->median_seconds - 1.0;
-  double spread = std::max({inc->spread, fastest->spread, noise.noise_floor});
-  std::string method;  // how margin and spread were measured
-  if (samples != nullptr) {
-    const PairedRatio paired = samples->Compare(inc->name, fastest->name);
-    if (paired.pairs >= samples->min_pairs() && paired.pairs > 0) {
-      margin = paired.median - 1.0;
-      spread = std::max(paired.spread, noise.noise_floor);
-      method = absl::StrCat("paired over ", paired.pairs, " rounds: ");
-    } else {
-      // Too few rounds together (one stopped early or failed): each one's own figures.
-      method = absl::StrCat("per-candidate spreads (", paired.pairs, " rounds paired, under ",
-                            samples->min_pairs(), "): ");
+  // Every challenger against the incumbent: those whose margin beats the noise may displace
+  // it, and the fastest of them by median does. The fastest by median alone may scatter too
+  // much to be separated while a slightly slower one is faster in every round. One slower
+  // than the incumbent by median never displaces it (as where the incumbent is the fastest).
+  const CandidateResult* winner = nullptr;
+  Separation won;
+  for (const CandidateResult& r : results) {
+    if (&r == inc || !Meets(r, required) || !r.timed()) continue;
+    if (r.median_seconds >= inc->median_seconds) continue;
+    if (winner != nullptr && r.median_seconds >= winner->median_seconds) continue;
+    Separation s = Separate(*inc, r, noise, samples);
+    if (s.separated) {
+      winner = &r;
+      won = std::move(s);
     }
   }
-  const double needed = noise.noise_multiple * spread;
-  const std::string noise_text =
-      absl::StrFormat(" noise %.3g x %s", noise.noise_multiple, Pct(spread));
-  if (margin > needed) {
-    d.winner = fastest->name;
-    d.winner_version = fastest->version;
-    d.reason = absl::StrCat("fastest in budget: ", Us(fastest->median_seconds), " vs ", inc_kind,
-                            " ", inc->name, " ", Us(inc->median_seconds), ", ", method, "margin ",
-                            Pct(margin), " beats", noise_text);
-  } else {
-    d.winner = inc->name;
-    d.winner_version = inc->version;
-    d.reason = absl::StrCat("not separated: ", fastest->name, " ", Us(fastest->median_seconds),
-                            " vs ", inc_kind, " ", inc->name, " ", Us(inc->median_seconds), ", ",
-                            method, "margin ", Pct(margin), " within", noise_text, "; the ",
-                            inc_kind, " stays");
+  if (winner != nullptr) {
+    d.winner = winner->name;
+    d.winner_version = winner->version;
+    d.reason = absl::StrCat(winner == fastest ? "fastest in budget: " : "fastest separated: ",
+                            Us(winner->median_seconds), " vs ", inc_kind, " ", inc->name, " ",
+                            Us(inc->median_seconds), ", ", won.method, "margin ", Pct(won.margin),
+                            " beats", won.noise_text);
+    if (winner != fastest) {
+      const Separation f = Separate(*inc, *fastest, noise, samples);
+      absl::StrAppend(&d.reason, "; the fastest by median, ", fastest->name, " ",
+                      Us(fastest->median_seconds), ", not separated (", f.method, "margin ",
+                      Pct(f.margin), " within", f.noise_text, ")");
+    }
+    return d;
   }
+  const Separation f = Separate(*inc, *fastest, noise, samples);
+  d.winner = inc->name;
+  d.winner_version = inc->version;
+  d.reason = absl::StrCat("not separated: ", fastest->name, " ", Us(fastest->median_seconds),
+                          " vs ", inc_kind, " ", inc->name, " ", Us(inc->median_seconds), ", ",
+                          f.method, "margin ", Pct(f.margin), " within", f.noise_text, "; the ",
+                          inc_kind, " stays");
   return d;
 }
 

@@ -3,7 +3,10 @@
 //
 // The fastest candidate that passed the oracle wins - except that a challenger
 // displaces the incumbent (the previous winner, else the tier default) only when
-// its margin beats the measured noise. Where the race's samples are at hand and
+// its margin beats the measured noise. Every challenger faster by median than the
+// incumbent is compared with it; of those whose margin beats the noise, the
+// fastest by median wins (the fastest may scatter too much to be separated while
+// the next is faster in every round). Where the race's samples are at hand and
 // the two were sampled together in at least min_pairs rounds, both are measured
 // on the per-round ratios r = t_incumbent / t_challenger (sample_stats.h):
 //   median(r) - 1 > noise_multiple * max(IQR(r) / median(r), noise_floor)
@@ -11,8 +14,9 @@
 // says nothing about which is faster. Otherwise (a verdict re-decided from its
 // stored figures, too few rounds together), on each candidate's own figures:
 //   t_incumbent / t_challenger - 1 > noise_multiple * max(spread_inc, spread_chal, noise_floor)
-// Either way the reason says which was used, and where the margin falls short
-// the incumbent stays and the reason says "not separated".
+// Either way the reason says which was used, and where no challenger's margin
+// beats the noise the incumbent stays and the reason says "not separated",
+// naming the fastest.
 //
 // Also here: the tier-default rule (the one order used where nothing measured
 // decides) and `Selection`, what serves a problem and why.

@@ -159,6 +159,35 @@ TEST(SelectionTest, AChallengerFasterInEveryRoundDisplacesThoughEachOnesSpreadIs
       << d.reason;
 }
 
+TEST(SelectionTest, AChallengerFasterInEveryRoundWinsThoughAScatteringOneHasTheLowerMedian) {
+  // "steady" takes 0.8x vendor's time in every round; "scatter" has the lowest
+  // median but is by turns far faster and far slower than vendor.
+  RaceSamples samples;
+  const std::vector<CandidateResult> r = {
+      TimedIn(samples, "vendor", 3, Series(10e-6)),
+      TimedIn(samples, "scatter", 2, Series(10e-6, {0.3, 1.6, 0.5})),
+      TimedIn(samples, "steady", 2, Series(8e-6))};
+  ASSERT_LT(r[1].median_seconds, r[2].median_seconds) << "scatter must be the fastest by median";
+  const Decision alone = Decide({r[0], r[1]}, Determinism::kNondeterministic, std::nullopt,
+                                kNoise, &samples);
+  ASSERT_EQ(alone.winner, "vendor") << "scatter alone must not be separated: " << alone.reason;
+  const Decision d = Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise, &samples);
+  EXPECT_EQ(d.winner, "steady") << d.reason;
+  EXPECT_NE(d.reason.find("fastest separated"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("scatter"), std::string::npos) << d.reason;
+}
+
+TEST(SelectionTest, NoChallengerSeparatedKeepsTheIncumbentAndNamesTheFastest) {
+  RaceSamples samples;
+  const std::vector<CandidateResult> r = {
+      TimedIn(samples, "vendor", 3, Series(10e-6)),
+      TimedIn(samples, "scatter", 2, Series(10e-6, {0.3, 1.6, 0.5})),
+      TimedIn(samples, "close", 2, Series(10e-6 / 1.015))};
+  const Decision d = Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise, &samples);
+  EXPECT_EQ(d.winner, "vendor") << d.reason;
+  EXPECT_EQ(d.reason.rfind("not separated: scatter ", 0), 0u) << d.reason;
+}
+
 TEST(SelectionTest, TwoRunsOfTheSameKernelStayNotSeparatedRoundByRound) {
   // The same kernel twice: which one a round favours alternates, by up to 3%.
   RaceSamples samples;
