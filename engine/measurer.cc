@@ -369,6 +369,14 @@ absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands
 
   const size_t n = entrants.size();
   const double share = options_.device_budget_seconds / static_cast<double>(n);
+  // e's sample of `round` over best's sample of the same round; 0 where either has none.
+  const auto round_ratio = [](const Entrant& e, const Entrant& best, int round) {
+    if (e.rounds.empty() || e.rounds.back() != round) return 0.0;
+    for (size_t i = best.rounds.size(); i-- > 0 && best.rounds[i] >= round;) {
+      if (best.rounds[i] == round && best.samples[i] > 0) return e.samples.back() / best.samples[i];
+    }
+    return 0.0;
+  };
   const Clock::time_point t0 = Clock::now();
   for (int round = 0; std::any_of(entrants.begin(), entrants.end(), [](const Entrant& e) {
          return e.active;
@@ -446,6 +454,17 @@ absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands
         e.active = false;
         e.stopped = absl::StrFormat("stopped early: over %gx the best median (%s)",
                                     options_.hopeless_factor, Us(best_st.median));
+      } else if (best != nullptr && &e != best &&
+                 st.median > options_.hopeless_factor * best_st.median &&
+                 round_ratio(e, *best, round) > options_.hopeless_factor) {
+        // Cold, back to back in one round, it took over hopeless_factor times the best's
+        // time: what a round's samples share cannot make up that much, so one sample is
+        // enough (a slow generic kernel costs one timed run, not three).
+        e.active = false;
+        e.stopped = absl::StrFormat(
+            "stopped early: %.3gx the best (%s) in round %d, over %gx; %d sample%s",
+            round_ratio(e, *best, round), best->spec->name, round, options_.hopeless_factor,
+            st.count, st.count == 1 ? "" : "s");
       } else if (budget_spent && enough) {
         e.active = false;
         e.stopped = device_spent ? "device-time budget spent before the median was stable"

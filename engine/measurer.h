@@ -19,7 +19,9 @@
 //      lands on every candidate alike instead of picking a winner. A candidate
 //      stops sampling once its median is stable, once it cannot win (its lower
 //      quartile above the best's upper quartile), or once it is far slower than
-//      the best and has spent its share of the device-time budget; the race stops
+//      the best (hopeless_factor) and either took that much longer than the
+//      best's sample of the same round (one sample is then enough) or has spent
+//      its share of the device-time budget or 3 samples; the race stops
 //      when the budget of device time, or of host time, is spent (every candidate
 //      still gets min_samples) or the wall-clock limit is reached.
 // A candidate that fails, errors or cannot be timed is recorded with its state
@@ -57,7 +59,9 @@ struct MeasureOptions {
                                      // device budget (tiny kernels cost more in flushes than runs)
   double wall_limit_seconds = 10;   // host wall time of the timing phase: past it, sampling stops
   double hopeless_factor = 10;      // over this many times the best median, a candidate stops
-                                    // once it has spent its share of the device budget
+                                    // once a sample took over this many times the best's in
+                                    // the same round, or after 3 samples or its share of the
+                                    // device budget
   bool cold_cache = true;           // flush the last-level cache before each sample
   uint64_t seed = 0;                // operand seed; 0 picks a fresh one per measurement
   bool check_determinism = true;    // rerun to check run_to_run / batch_invariant claims

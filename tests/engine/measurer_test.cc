@@ -181,16 +181,31 @@ TEST_F(MeasurerTest, ClaimsAreNotCheckedWhenTurnedOff) {
   EXPECT_FALSE(m[0].claim_violation);
 }
 
-TEST_F(MeasurerTest, AHopelessCandidateStopsSamplingEarly) {
+TEST_F(MeasurerTest, AHopelessCandidateCostsOneTimedRunAndSaysWhy) {
+  // 100x the best's time in the round both were sampled in: one sample settles it.
   std::vector<CandidateSpec> c;
   c.push_back(FakeCandidate("quick", 2, TimedKernel(1e-6)));
   c.push_back(FakeCandidate("slow", 2, TimedKernel(100e-6)));
   const std::vector<Measurement> m = Measure(std::move(c), p_);
   ASSERT_EQ(m.size(), 2u);
-  EXPECT_EQ(m[1].result.state, ResultState::kTimed);
-  EXPECT_EQ(m[1].result.samples, 3);
-  EXPECT_NE(m[1].result.reason.find("stopped early: over 10x the best median"), std::string::npos)
+  EXPECT_EQ(m[1].result.state, ResultState::kTimed) << m[1].result;
+  EXPECT_EQ(m[1].result.samples, 1);
+  EXPECT_DOUBLE_EQ(m[1].result.median_seconds, 100e-6);
+  EXPECT_NE(m[1].result.reason.find("stopped early: 100x the best (quick) in round 0, over 10x; "
+                                    "1 sample"),
+            std::string::npos)
       << m[1].result.reason;
+  EXPECT_EQ(m[0].result.samples, options_.min_samples);
+}
+
+TEST_F(MeasurerTest, ACandidateSlowerButWithinTheHopelessFactorGetsItsMinimumSamples) {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("quick", 2, TimedKernel(10e-6)));
+  c.push_back(FakeCandidate("slower", 2, TimedKernel(50e-6)));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[1].result.state, ResultState::kTimed) << m[1].result;
+  EXPECT_EQ(m[1].result.samples, options_.min_samples) << m[1].result;
 }
 
 TEST_F(MeasurerTest, ACandidateWithoutAMemberForTheDtypeIsUnmeasuredWithTheReason) {
