@@ -67,6 +67,7 @@ struct Measurer::Entrant {
   std::string stopped;          // why it stopped before its median was stable, if it did
   absl::Status error;           // a run or the timer failed
   Measurement* measurement = nullptr;  // whose result `result` is
+  double oracle_run = 0;        // device seconds of its oracle run (warm, not a sample)
   std::string claim_deferred_behind;   // its claim check waits for the race: a candidate that
                                        // holds the same claim ran far faster; empty otherwise
 };
@@ -115,6 +116,7 @@ absl::StatusOr<MeasureReport> Measurer::Race(
     size_t index;  // in report.measurements
     const RegisteredCandidate* candidate;
     std::string deferred_behind;
+    double oracle_run;  // device seconds
   };
   std::vector<Passed> passed;
   // Candidates that passed and hold their claims, with their checked run's device time.
@@ -160,7 +162,8 @@ absl::StatusOr<MeasureReport> Measurer::Race(
       if (!HoldsDeterminismClaims(*member, ops, &meas)) continue;
       holders.push_back({&r.name, r.determinism, checked_run});
     }
-    passed.push_back({report.measurements.size() - 1, rc, faster ? *faster->name : ""});
+    passed.push_back(
+        {report.measurements.size() - 1, rc, faster ? *faster->name : "", checked_run});
   }
   ops.c2.reset();
 
@@ -171,6 +174,7 @@ absl::StatusOr<MeasureReport> Measurer::Race(
     entrants[i].spec = &passed[i].candidate->spec;
     entrants[i].member = passed[i].candidate->spec.Member(p.dtype);
     entrants[i].claim_deferred_behind = passed[i].deferred_behind;
+    entrants[i].oracle_run = passed[i].oracle_run;
   }
   RETURN_IF_ERROR(TimePaired(entrants, ops, &report));
   for (Entrant& e : entrants) {
@@ -369,9 +373,12 @@ absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands
 
   const size_t n = entrants.size();
   const double share = options_.device_budget_seconds / static_cast<double>(n);
-  // e's sample of `round` over best's sample of the same round; 0 where either has none.
-  const auto round_ratio = [](const Entrant& e, const Entrant& best, int round) {
+  // e's sample of `round` over best's sample of the same round; 0 where either has none, or
+  // where their oracle runs do not agree that e is over hopeless_factor x slower (one sample
+  // alone may have met a hiccup).
+  const auto round_ratio = [&](const Entrant& e, const Entrant& best, int round) {
     if (e.rounds.empty() || e.rounds.back() != round) return 0.0;
+    if (!(e.oracle_run > options_.hopeless_factor * best.oracle_run)) return 0.0;
     for (size_t i = best.rounds.size(); i-- > 0 && best.rounds[i] >= round;) {
       if (best.rounds[i] == round && best.samples[i] > 0) return e.samples.back() / best.samples[i];
     }
@@ -458,11 +465,12 @@ absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands
                  st.median > options_.hopeless_factor * best_st.median &&
                  round_ratio(e, *best, round) > options_.hopeless_factor) {
         // Cold, back to back in one round, it took over hopeless_factor times the best's
-        // time: what a round's samples share cannot make up that much, so one sample is
-        // enough (a slow generic kernel costs one timed run, not three).
+        // time, and so did its oracle run: what a round's samples share cannot make up that
+        // much, so one sample is enough (a slow generic kernel costs one timed run, not three).
         e.active = false;
         e.stopped = absl::StrFormat(
-            "stopped early: %.3gx the best (%s) in round %d, over %gx; %d sample%s",
+            "stopped early: %.3gx the best (%s) in round %d and its oracle run over %gx; "
+            "%d sample%s",
             round_ratio(e, *best, round), best->spec->name, round, options_.hopeless_factor,
             st.count, st.count == 1 ? "" : "s");
       } else if (budget_spent && enough) {

@@ -191,11 +191,32 @@ TEST_F(MeasurerTest, AHopelessCandidateCostsOneTimedRunAndSaysWhy) {
   EXPECT_EQ(m[1].result.state, ResultState::kTimed) << m[1].result;
   EXPECT_EQ(m[1].result.samples, 1);
   EXPECT_DOUBLE_EQ(m[1].result.median_seconds, 100e-6);
-  EXPECT_NE(m[1].result.reason.find("stopped early: 100x the best (quick) in round 0, over 10x; "
-                                    "1 sample"),
+  EXPECT_NE(m[1].result.reason.find("stopped early: 100x the best (quick) in round 0 and its "
+                                    "oracle run over 10x; 1 sample"),
             std::string::npos)
       << m[1].result.reason;
   EXPECT_EQ(m[0].result.samples, options_.min_samples);
+}
+
+TEST_F(MeasurerTest, OneHopelessSampleAloneDoesNotStopACandidateWhoseOracleRunWasClose) {
+  // 12us a run, but its first timed sample met a 200us hiccup: its oracle run
+  // (the first run under the timer) disagrees, so it is sampled on.
+  auto timed_runs = std::make_shared<int>(0);
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("quick", 2, TimedKernel(10e-6)));
+  c.push_back(FakeCandidate("hiccup", 2, [timed_runs](const GemmArgs& a) {
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    auto* stream = static_cast<FakeStream*>(a.stream);
+    const bool timed = stream->timer_running();
+    stream->Advance(timed && (*timed_runs)++ == 1 ? 200e-6 : 12e-6);
+    return absl::OkStatus();
+  }));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 2u);
+  ASSERT_GE(*timed_runs, 2) << "the hiccup must have been met";
+  EXPECT_EQ(m[1].result.state, ResultState::kTimed) << m[1].result;
+  EXPECT_GE(m[1].result.samples, options_.min_samples) << m[1].result;
+  EXPECT_NEAR(m[1].result.median_seconds, 12e-6, 1e-9);
 }
 
 TEST_F(MeasurerTest, ACandidateSlowerButWithinTheHopelessFactorGetsItsMinimumSamples) {
