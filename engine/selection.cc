@@ -29,6 +29,7 @@ struct Separation {
   bool separated = false;
   double margin = 0;
   std::string method;      // "paired over N rounds: ", "per-candidate spreads (...): " or empty
+  std::string bound;       // with paired samples: the margin the rounds support
   std::string noise_text;  // " noise 2 x 1.0%"
 };
 
@@ -40,19 +41,26 @@ Separation Separate(const CandidateResult& inc, const CandidateResult& chal,
   // over 50% could never be displaced however slow it was.
   s.margin = inc.median_seconds / chal.median_seconds - 1.0;
   double spread = std::max({inc.spread, chal.spread, noise.noise_floor});
+  double tested = s.margin;  // what must beat the noise
   if (samples != nullptr) {
     const PairedRatio paired = samples->Compare(inc.name, chal.name);
     if (paired.pairs >= samples->min_pairs() && paired.pairs > 0) {
+      // What scatters a whole round cancels in its ratio; what is left is
+      // judged by the ratios' lower 97.5% bound (sample_stats.h), so a margin
+      // counts only where nearly every round shows it, however the samples scatter.
       s.margin = paired.median - 1.0;
-      spread = std::max(paired.spread, noise.noise_floor);
+      tested = paired.low - 1.0;
+      spread = noise.noise_floor;
       s.method = absl::StrCat("paired over ", paired.pairs, " rounds: ");
+      s.bound = absl::StrCat(" (over ", Pct(tested), " in ", paired.pairs - paired.low_rank + 1,
+                             " of them)");
     } else {
       // Too few rounds together (one stopped early or failed): each one's own figures.
       s.method = absl::StrCat("per-candidate spreads (", paired.pairs, " rounds paired, under ",
                               samples->min_pairs(), "): ");
     }
   }
-  s.separated = s.margin > noise.noise_multiple * spread;
+  s.separated = tested > noise.noise_multiple * spread;
   s.noise_text = absl::StrFormat(" noise %.3g x %s", noise.noise_multiple, Pct(spread));
   return s;
 }
@@ -121,12 +129,12 @@ Decision Decide(const std::vector<CandidateResult>& results, Determinism require
     d.reason = absl::StrCat(winner == fastest ? "fastest in budget: " : "fastest separated: ",
                             Us(winner->median_seconds), " vs ", inc_kind, " ", inc->name, " ",
                             Us(inc->median_seconds), ", ", won.method, "margin ", Pct(won.margin),
-                            " beats", won.noise_text);
+                            won.bound, " beats", won.noise_text);
     if (winner != fastest) {
       const Separation f = Separate(*inc, *fastest, noise, samples);
       absl::StrAppend(&d.reason, "; the fastest by median, ", fastest->name, " ",
                       Us(fastest->median_seconds), ", not separated (", f.method, "margin ",
-                      Pct(f.margin), " within", f.noise_text, ")");
+                      Pct(f.margin), f.bound, " within", f.noise_text, ")");
     }
     return d;
   }
@@ -135,8 +143,8 @@ Decision Decide(const std::vector<CandidateResult>& results, Determinism require
   d.winner_version = inc->version;
   d.reason = absl::StrCat("not separated: ", fastest->name, " ", Us(fastest->median_seconds),
                           " vs ", inc_kind, " ", inc->name, " ", Us(inc->median_seconds), ", ",
-                          f.method, "margin ", Pct(f.margin), " within", f.noise_text, "; the ",
-                          inc_kind, " stays");
+                          f.method, "margin ", Pct(f.margin), f.bound, " within", f.noise_text,
+                          "; the ", inc_kind, " stays");
   return d;
 }
 
