@@ -101,8 +101,9 @@ double TileEfficiency(const OutputTile& t, const Problem& p, int multiprocessors
   if (!t.known() || p.m < 1 || p.n < 1) return 1;
   const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
   const int64_t tiles_m = ceil_div(p.m, t.rows), tiles_n = ceil_div(p.n, t.cols);
-  const double fill = static_cast<double>(p.m) * static_cast<double>(p.n) /
-                      (static_cast<double>(tiles_m * t.rows) * static_cast<double>(tiles_n * t.cols));
+  const double padded_m = static_cast<double>(tiles_m * t.rows);
+  const double padded_n = static_cast<double>(tiles_n * t.cols);
+  const double fill = static_cast<double>(p.m) * static_cast<double>(p.n) / (padded_m * padded_n);
   if (multiprocessors < 1) return fill;
   const int64_t slots = int64_t{multiprocessors} * t.ctas_per_sm;
   const int64_t tiles = tiles_m * tiles_n;

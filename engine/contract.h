@@ -57,7 +57,7 @@ struct ShapeCoverage {
 struct OutputTile {
   int64_t rows = 0;         // C rows per tile; 0: unknown
   int64_t cols = 0;         // C columns per tile
-  int64_t max_split_k = 1;  // K split over up to this many CTAs per tile while tiles leave slots idle
+  int64_t max_split_k = 1;  // K split over up to this many CTAs per tile while slots are idle
   int64_t ctas_per_sm = 1;  // CTAs resident per multiprocessor: a wave is that many per SM
   bool known() const { return rows > 0; }
   bool operator==(const OutputTile&) const = default;

@@ -134,7 +134,9 @@ std::vector<TileEntrant> TileEntrants(const Verdict& v, const Problem& p,
         return o.tile != nullptr && *o.tile == *r.tile &&
                o.result->median_seconds < r.result->median_seconds;
       });
-      if (first_of_tile) why = absl::StrCat("the fastest with ", TileName(*r.tile), " tiles at ", at);
+      if (first_of_tile) {
+        why = absl::StrCat("the fastest with ", TileName(*r.tile), " tiles at ", at);
+      }
     }
     if (!why.empty()) out.push_back({r.predicted, TileEntrant{name, std::move(why)}});
   }

@@ -881,10 +881,11 @@ absl::StatusOr<Verdict> Tuner::RefineShape(const std::shared_ptr<Job>& job, cons
   v.winner = d.winner;
   v.winner_version = d.winner_version;
   v.scope = VerdictScope::Shape(p);
+  const std::string by_tile_text =
+      tile_reasons.empty() ? "" : absl::StrCat(" and by tile (", tile_reasons, ")");
   v.reason = absl::StrCat("refined among the leaders of the bucket's verdict (measured at ", at,
-                          ", winner ", bucket.winner, ")",
-                          tile_reasons.empty() ? "" : absl::StrCat(" and by tile (", tile_reasons, ")"),
-                          ": ", d.reason, "; against the bucket's winner: ", against_bucket);
+                          ", winner ", bucket.winner, ")", by_tile_text, ": ", d.reason,
+                          "; against the bucket's winner: ", against_bucket);
   RETURN_IF_ERROR(store_.PutVerdict(v));
   Log(v);
   if (disagrees && !IsSplit(bucket)) RETURN_IF_ERROR(Split(job, bucket, raced));

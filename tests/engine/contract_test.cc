@@ -52,8 +52,9 @@ TEST(ContractTest, InvalidContractsAreRefusedNamingTheField) {
   ExpectRefused([](auto& s) { s.members[0].run = nullptr; }, "run");
   ExpectRefused([](auto& s) { s.members[0].contract.tile = {.rows = 128, .cols = 0}; }, "tile");
   ExpectRefused([](auto& s) { s.members[0].contract.tile = {.rows = -1}; }, "tile");
-  ExpectRefused([](auto& s) { s.members[0].contract.tile = {.rows = 64, .cols = 64, .max_split_k = 0}; },
-                "tile");
+  ExpectRefused(
+      [](auto& s) { s.members[0].contract.tile = {.rows = 64, .cols = 64, .max_split_k = 0}; },
+      "tile");
   ExpectRefused([](auto& s) { s.members[1].contract.dtype = s.members[0].contract.dtype; },
                 "bound twice");
 }
@@ -109,7 +110,8 @@ TEST(ContractTest, TileEfficiencyCountsPaddedTilesAndIdleSlotsOfTheLastWave) {
   const OutputTile t128x256{.rows = 128, .cols = 256};
   // Exact at 256 rows, 47% of the second row of tiles wasted at 136.
   EXPECT_DOUBLE_EQ(TileEfficiency(t128x256, Problem{DType::kBF16, 256, 14336, 3584}, 0), 1.0);
-  EXPECT_NEAR(TileEfficiency(t128x256, Problem{DType::kBF16, 136, 8192, 2048}, 0), 136.0 / 256, 1e-12);
+  EXPECT_NEAR(TileEfficiency(t128x256, Problem{DType::kBF16, 136, 8192, 2048}, 0), 136.0 / 256,
+              1e-12);
   // 2 x 56 = 112 tiles on 132 SMs: one wave, 20 SMs idle.
   EXPECT_NEAR(TileEfficiency(t128x256, Problem{DType::kBF16, 256, 14336, 3584}, 132), 112.0 / 132,
               1e-12);
