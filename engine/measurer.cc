@@ -13,13 +13,6 @@ namespace arbiter {
 
 namespace {
 
-double Quantile(const std::vector<double>& sorted, double q) {
-  const double pos = q * (sorted.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
-}
-
 using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t0) {
@@ -68,6 +61,7 @@ struct Measurer::Entrant {
   const CandidateMember* member = nullptr;
   CandidateResult* result = nullptr;
   std::vector<double> samples;  // device seconds, in the order taken
+  std::vector<int> rounds;      // the timing round each of `samples` was taken in
   double device = 0;            // their sum
   bool active = true;           // still sampling
   std::string stopped;          // why it stopped before its median was stable, if it did
@@ -76,18 +70,6 @@ struct Measurer::Entrant {
   std::string claim_deferred_behind;   // its claim check waits for the race: a candidate that
                                        // holds the same claim ran far faster; empty otherwise
 };
-
-SampleStats Summarize(std::vector<double> samples) {
-  SampleStats s;
-  s.count = static_cast<int>(samples.size());
-  if (samples.empty()) return s;
-  std::sort(samples.begin(), samples.end());
-  s.median = Quantile(samples, 0.5);
-  s.q1 = Quantile(samples, 0.25);
-  s.q3 = Quantile(samples, 0.75);
-  s.spread = s.median > 0 ? (s.q3 - s.q1) / s.median : 0;
-  return s;
-}
 
 absl::StatusOr<std::vector<Measurement>> Measurer::Measure(
     const Problem& p, const std::vector<const RegisteredCandidate*>& candidates) {
@@ -98,6 +80,7 @@ absl::StatusOr<std::vector<Measurement>> Measurer::Measure(
 absl::StatusOr<MeasureReport> Measurer::Race(
     const Problem& p, const std::vector<const RegisteredCandidate*>& candidates) {
   MeasureReport report;
+  report.samples = RaceSamples(options_.min_samples);
   TuningCost& cost = report.cost;
   Operands ops;
   ops.p = p;
@@ -203,6 +186,9 @@ absl::StatusOr<MeasureReport> Measurer::Race(
     r.spread = st.spread;
     r.samples = st.count;
     r.reason = e.stopped;
+    for (size_t i = 0; i < e.samples.size(); ++i) {
+      report.samples.Add(r.name, e.rounds[i], e.samples[i]);
+    }
   }
   RETURN_IF_ERROR(CheckDeferredClaims(entrants, ops));
   return report;
@@ -416,6 +402,7 @@ absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands
         continue;
       }
       e.samples.push_back(*t);
+      e.rounds.push_back(round);
       e.device += *t;
       cost.device += *t;
     }

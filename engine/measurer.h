@@ -37,6 +37,7 @@
 #include "engine/backend.h"
 #include "engine/random_fill.h"  // FillRandom, for the measurer's users
 #include "engine/registry.h"
+#include "engine/sample_stats.h"  // Summarize, for the measurer's users
 #include "engine/verdict.h"
 
 namespace arbiter {
@@ -71,15 +72,6 @@ struct MeasureOptions {
   std::function<bool()> cancelled;
 };
 
-// Robust statistics of device-time samples.
-struct SampleStats {
-  double median = 0;
-  double spread = 0;  // (q3 - q1) / median
-  double q1 = 0, q3 = 0;
-  int count = 0;
-};
-SampleStats Summarize(std::vector<double> samples);
-
 // Result of measuring a candidate; `claim_violation` is set (with evidence in
 // result.reason) when a determinism claim failed: the arbiter quarantines it.
 struct Measurement {
@@ -88,9 +80,12 @@ struct Measurement {
 };
 
 // Everything one measurement produced: per candidate, in the order given;
-// where the time went; the SM clock range seen while timing (0 where unknown).
+// each timed candidate's samples with the round each was taken in (for
+// Decide's paired comparison; not persisted); where the time went; the SM
+// clock range seen while timing (0 where unknown).
 struct MeasureReport {
   std::vector<Measurement> measurements;
+  RaceSamples samples;
   TuningCost cost;
   double sm_clock_min_mhz = 0;
   double sm_clock_max_mhz = 0;

@@ -152,7 +152,8 @@ std::vector<TileEntrant> TileEntrants(const Verdict& v, const Problem& p,
 
 Decision DecideRefinement(const std::vector<CandidateResult>& results, Determinism required,
                           const std::optional<std::string>& previous,
-                          const std::optional<std::string>& fallback, const NoisePolicy& noise) {
+                          const std::optional<std::string>& fallback, const NoisePolicy& noise,
+                          const RaceSamples* samples) {
   const CandidateResult* fastest = nullptr;
   bool previous_timed = false;
   for (const CandidateResult& r : results) {
@@ -161,12 +162,12 @@ Decision DecideRefinement(const std::vector<CandidateResult>& results, Determini
     previous_timed |= previous && r.name == *previous;
   }
   // An earlier refinement's winner, timed again here, is an incumbent like any previous winner.
-  if (previous_timed) return Decide(results, required, previous, noise);
+  if (previous_timed) return Decide(results, required, previous, noise, samples);
   // A spread over 100%: samples scattered wider than the median itself (a loaded host,
   // a kernel near the timer's resolution) - no figure to decide on.
   constexpr double kNoiseOnlySpread = 1.0;
   if (fastest != nullptr && fastest->spread > kNoiseOnlySpread) {
-    Decision d = Decide(results, required, fallback, noise);
+    Decision d = Decide(results, required, fallback, noise, samples);
     d.reason = absl::StrFormat("the fastest's figures are noise (%s, spread %.0f%%): %s",
                                fastest->name, fastest->spread * 100, d.reason);
     return d;

@@ -107,10 +107,12 @@ std::vector<TileEntrant> TileEntrants(const Verdict& bucket_verdict, const Probl
 // it stays unless beaten beyond the noise, as in Decide. Except where the
 // fastest's own figures are noise (an interquartile range wider than its
 // median): then Decide with `fallback` (the bucket's winner) as the incumbent,
-// since such a median says nothing about which is faster.
+// since such a median says nothing about which is faster. `samples` (may be
+// null), the race's samples by round, go to Decide where it decides.
 Decision DecideRefinement(const std::vector<CandidateResult>& results, Determinism required,
                           const std::optional<std::string>& previous,
-                          const std::optional<std::string>& fallback, const NoisePolicy& noise);
+                          const std::optional<std::string>& fallback, const NoisePolicy& noise,
+                          const RaceSamples* samples = nullptr);
 
 // The verdict among a bucket's (`bucket_verdict` and its `scoped` ones) that
 // serves `p`: a refinement at exactly `p`, else the split half holding `p`, else

@@ -27,7 +27,8 @@ std::string Pct(double fraction) { return absl::StrFormat("%.1f%%", fraction * 1
 }  // namespace
 
 Decision Decide(const std::vector<CandidateResult>& results, Determinism required,
-                const std::optional<std::string>& incumbent, const NoisePolicy& noise) {
+                const std::optional<std::string>& incumbent, const NoisePolicy& noise,
+                const RaceSamples* samples) {
   Decision d;
   const CandidateResult* fastest = nullptr;
   for (const CandidateResult& r : results) {
@@ -68,24 +69,37 @@ Decision Decide(const std::vector<CandidateResult>& results, Determinism require
   // The margin is the challenger's speedup over the incumbent (t_inc / t_chal - 1), not the
   // fraction of time saved: the latter can never exceed 100%, so an incumbent with a spread
   // over 50% could never be displaced however slow it was.
-  const double margin = inc->median_seconds / fastest->median_seconds - 1.0;
-  const double spread = std::max({inc->spread, fastest->spread, noise.noise_floor});
+  double margin = inc->median_seconds / fastest->median_seconds - 1.0;
+  double spread = std::max({inc->spread, fastest->spread, noise.noise_floor});
+  std::string method;  // how margin and spread were measured
+  if (samples != nullptr) {
+    const PairedRatio paired = samples->Compare(inc->name, fastest->name);
+    if (paired.pairs >= samples->min_pairs() && paired.pairs > 0) {
+      margin = paired.median - 1.0;
+      spread = std::max(paired.spread, noise.noise_floor);
+      method = absl::StrCat("paired over ", paired.pairs, " rounds: ");
+    } else {
+      // Too few rounds together (one stopped early or failed): each one's own figures.
+      method = absl::StrCat("per-candidate spreads (", paired.pairs, " rounds paired, under ",
+                            samples->min_pairs(), "): ");
+    }
+  }
   const double needed = noise.noise_multiple * spread;
+  const std::string noise_text =
+      absl::StrFormat(" noise %.3g x %s", noise.noise_multiple, Pct(spread));
   if (margin > needed) {
     d.winner = fastest->name;
     d.winner_version = fastest->version;
-    d.reason = absl::StrCat("fastest in budget: ", Us(fastest->median_seconds), " vs ", inc_kind, " ",
-                            inc->name, " ", Us(inc->median_seconds), ", margin ", Pct(margin),
-                            " beats noise ", absl::StrFormat("%.3g", noise.noise_multiple),
-                            " x ", Pct(spread));
+    d.reason = absl::StrCat("fastest in budget: ", Us(fastest->median_seconds), " vs ", inc_kind,
+                            " ", inc->name, " ", Us(inc->median_seconds), ", ", method, "margin ",
+                            Pct(margin), " beats", noise_text);
   } else {
     d.winner = inc->name;
     d.winner_version = inc->version;
     d.reason = absl::StrCat("not separated: ", fastest->name, " ", Us(fastest->median_seconds),
-                            " vs ", inc_kind, " ", inc->name, " ", Us(inc->median_seconds),
-                            ", margin ", Pct(margin), " within noise ",
-                            absl::StrFormat("%.3g", noise.noise_multiple), " x ", Pct(spread),
-                            "; the ", inc_kind, " stays");
+                            " vs ", inc_kind, " ", inc->name, " ", Us(inc->median_seconds), ", ",
+                            method, "margin ", Pct(margin), " within", noise_text, "; the ",
+                            inc_kind, " stays");
   }
   return d;
 }

@@ -3,9 +3,16 @@
 //
 // The fastest candidate that passed the oracle wins - except that a challenger
 // displaces the incumbent (the previous winner, else the tier default) only when
-// its margin beats the measured noise:
+// its margin beats the measured noise. Where the race's samples are at hand and
+// the two were sampled together in at least min_pairs rounds, both are measured
+// on the per-round ratios r = t_incumbent / t_challenger (sample_stats.h):
+//   median(r) - 1 > noise_multiple * max(IQR(r) / median(r), noise_floor)
+// since what scatters every sample of a round alike cancels in its ratio and
+// says nothing about which is faster. Otherwise (a verdict re-decided from its
+// stored figures, too few rounds together), on each candidate's own figures:
 //   t_incumbent / t_challenger - 1 > noise_multiple * max(spread_inc, spread_chal, noise_floor)
-// Otherwise the incumbent stays and the reason says "not separated".
+// Either way the reason says which was used, and where the margin falls short
+// the incumbent stays and the reason says "not separated".
 //
 // Also here: the tier-default rule (the one order used where nothing measured
 // decides) and `Selection`, what serves a problem and why.
@@ -19,6 +26,7 @@
 #include "engine/bucket.h"
 #include "engine/candidate.h"
 #include "engine/contract.h"
+#include "engine/sample_stats.h"
 #include "engine/verdict.h"
 
 namespace arbiter {
@@ -63,8 +71,10 @@ auto TierDefault(const Candidates& candidates, Allowed allowed, TierOf tier) {
 }
 
 // Decides among `results` whose determinism meets `required`.
-// `incumbent` is the previous winner's name, if any.
+// `incumbent` is the previous winner's name, if any; `samples` (may be null)
+// the samples of the race that produced `results`, by round.
 Decision Decide(const std::vector<CandidateResult>& results, Determinism required,
-                const std::optional<std::string>& incumbent, const NoisePolicy& noise);
+                const std::optional<std::string>& incumbent, const NoisePolicy& noise,
+                const RaceSamples* samples = nullptr);
 
 }  // namespace arbiter

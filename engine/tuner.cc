@@ -612,7 +612,8 @@ absl::StatusOr<Verdict> Tuner::RaceAt(const std::shared_ptr<Job>& job,
                                       const std::vector<const RegisteredCandidate*>& eligible,
                                       const std::vector<const RegisteredCandidate*>& racers,
                                       const std::optional<std::string>& incumbent,
-                                      const NotRaced& not_raced, const MeasureOptions& measure) {
+                                      const NotRaced& not_raced, const MeasureOptions& measure,
+                                      RaceSamples* samples) {
   const Problem& p = job->problem;
   const auto t0 = std::chrono::steady_clock::now();
   // The highest tiers first: a fast early median lets hopeless candidates stop early.
@@ -695,7 +696,8 @@ absl::StatusOr<Verdict> Tuner::RaceAt(const std::shared_ptr<Job>& job,
     }
     v.results.push_back(found->result);
   }
-  const Decision d = Decide(v.results, Determinism::kNondeterministic, incumbent, options_.noise);
+  const Decision d = Decide(v.results, Determinism::kNondeterministic, incumbent, options_.noise,
+                            &report.samples);
   v.winner = d.winner;
   v.winner_version = d.winner_version;
   v.source = VerdictSource::kMeasured;
@@ -705,6 +707,7 @@ absl::StatusOr<Verdict> Tuner::RaceAt(const std::shared_ptr<Job>& job,
     absl::StrAppend(&v.reason, absl::StrFormat("; SM clock %.0f-%.0f MHz while timing",
                                                v.sm_clock_min_mhz, v.sm_clock_max_mhz));
   }
+  if (samples != nullptr) *samples = std::move(report.samples);
   if (observer_) {
     observer_->OnTuning(
         p, v, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -867,7 +870,9 @@ absl::StatusOr<Verdict> Tuner::RefineShape(const std::shared_ptr<Job>& job, cons
   measure.wall_budget_seconds *= share;
   // Decided first against the bucket's winner as the incumbent: whether this shape
   // disagrees with the bucket beyond the noise, which splits it ...
-  ASSIGN_OR_RETURN(Verdict v, RaceAt(job, eligible, racers, bucket.winner, not_raced, measure));
+  RaceSamples samples;
+  ASSIGN_OR_RETURN(Verdict v,
+                   RaceAt(job, eligible, racers, bucket.winner, not_raced, measure, &samples));
   const bool disagrees = !v.winner.empty() && v.winner != bucket.winner;
   const Verdict raced = v;
   // ... but the shape is served by the fastest here: the bucket's winner won at
@@ -876,7 +881,7 @@ absl::StatusOr<Verdict> Tuner::RefineShape(const std::shared_ptr<Job>& job, cons
   std::optional<std::string> previous;
   if (earlier != nullptr && !earlier->winner.empty()) previous = earlier->winner;
   const Decision d = DecideRefinement(v.results, Determinism::kNondeterministic, previous,
-                                      bucket.winner, options_.noise);
+                                      bucket.winner, options_.noise, &samples);
   const std::string against_bucket = std::move(v.reason);
   v.winner = d.winner;
   v.winner_version = d.winner_version;

@@ -219,14 +219,16 @@ class Tuner {
   absl::Status Split(const std::shared_ptr<Job>& job, const Verdict& bucket, const Verdict& raced);
   // Races `racers` (some of `eligible`) at the job's shape on a leased stream,
   // with the journal, watchdog and checkpoints, under `measure`, and decides
-  // against `incumbent`; every other eligible candidate is listed unmeasured with
-  // `not_raced`'s reason. Quarantines disproved claims; stores nothing.
-  // UNAVAILABLE after a fault.
+  // against `incumbent` (on the race's paired samples, selection.h); every other
+  // eligible candidate is listed unmeasured with `not_raced`'s reason. `samples`
+  // (may be null) receives the race's samples, for a caller that decides again on
+  // them. Quarantines disproved claims; stores nothing. UNAVAILABLE after a fault.
   absl::StatusOr<Verdict> RaceAt(const std::shared_ptr<Job>& job,
                                  const std::vector<const RegisteredCandidate*>& eligible,
                                  const std::vector<const RegisteredCandidate*>& racers,
                                  const std::optional<std::string>& incumbent,
-                                 const NotRaced& not_raced, const MeasureOptions& measure);
+                                 const NotRaced& not_raced, const MeasureOptions& measure,
+                                 RaceSamples* samples = nullptr);
   // Puts the bucket's verdicts, as the store now holds them, in the cache.
   absl::Status Recache(const BucketKey& key);
   // Caches `v` as `key`'s verdict, with the refinements and halves the store

@@ -170,6 +170,26 @@ std::vector<double> Column(const Table& t, const std::string& name) {
   return out;
 }
 
+// One line per row of the selection table whose regret is over `bound`: why
+// what was served was served (selection.csv has every row's reason and race).
+std::string OverRegret(const Table& t, double bound) {
+  const auto col = [&](const std::string& name) {
+    return std::find(t.columns().begin(), t.columns().end(), name) - t.columns().begin();
+  };
+  const auto regret = col("regret"), reason = col("served_reason");
+  std::string out;
+  for (const auto& r : t.rows()) {
+    double v;
+    if (!absl::SimpleAtod(r[regret], &v) || v <= bound) continue;
+    absl::StrAppend(&out, "- ", r[col("dtype")], " ", r[col("m")], "x", r[col("n")], "x",
+                    r[col("k")], ": served ", r[col("served")], " (regret ", r[regret], ", best ",
+                    r[col("best")], "): ", r[reason], "\n");
+  }
+  if (out.empty()) return out;
+  return absl::StrCat("Rows over ", Fixed(bound, 2), "x the best, and why they were served "
+                      "(selection.csv: `served_reason`, `served_race`):\n\n", out, "\n");
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -589,7 +609,7 @@ int main(int argc, char** argv) {
     page << "## Selection\n\n![served / floor per shape](selection_floor.png)\n\n"
          << selection->Markdown({"dtype", "m", "n", "k", "served", "best", "tier_default",
                                  "regret", "vendor_vs_best", "tier_vs_best", "served_vs_floor"})
-         << "\n";
+         << "\n" << OverRegret(*selection, 1.03);
   }
   if (transfer) {
     page << "## Transfer\n\nEach bucket measured at one shape (`measured_at`, a store holding "

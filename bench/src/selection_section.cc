@@ -4,6 +4,8 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "bench/src/sections.h"
 #include "engine/bucket.h"
 #include "engine/selection.h"
@@ -31,6 +33,21 @@ absl::StatusOr<Exhaustive> MeasureAll(BenchDevice& dev, const Problem& p,
   return e;
 }
 
+// Each candidate of the verdict that served: its median, spread and samples
+// where timed, else its state and why.
+std::string RaceOf(const Selection& served) {
+  if (!served.verdict) return "";
+  std::vector<std::string> out;
+  for (const CandidateResult& r : served.verdict->results) {
+    out.push_back(r.timed()
+                      ? absl::StrFormat("%s %.2fus spread %.1f%% n=%d", r.name,
+                                        r.median_seconds * 1e6, r.spread * 100, r.samples)
+                      : absl::StrCat(r.name, " ", ResultStateName(r.state),
+                                     r.reason.empty() ? "" : absl::StrCat(" (", r.reason, ")")));
+  }
+  return absl::StrJoin(out, "; ");
+}
+
 std::string Ratio(double num, double den) {
   return num > 0 && den > 0 ? Fixed(num / den, 3) : "";
 }
@@ -43,7 +60,7 @@ absl::StatusOr<Table> RunSelection(BenchDevice& dev, Arbiter& serving,
   Table out({"dtype", "m", "n", "k", "bucket", "served", "source", "measured_at", "best",
              "tier_default", "t_best_s", "t_served_s", "t_vendor_s", "t_tier_s", "regret",
              "vendor_vs_best", "tier_vs_best", "floor_s", "served_vs_floor", "vendor_vs_floor",
-             "select_wall_s"});
+             "select_wall_s", "served_reason", "served_race"});
   for (const BenchShape& s : shapes) {
     const Problem& p = s.problem;
     if (options.OverGflop(p)) {
@@ -77,7 +94,8 @@ absl::StatusOr<Table> RunSelection(BenchDevice& dev, Arbiter& serving,
          served->verdict ? Dims(served->verdict->measured) : "", e.best, tier, Sci(e.best_seconds),
          Sci(t_served), Sci(t_vendor), Sci(e.Time(tier)), Ratio(t_served, e.best_seconds),
          Ratio(t_vendor, e.best_seconds), Ratio(e.Time(tier), e.best_seconds), Sci(floor),
-         Ratio(t_served, floor), Ratio(t_vendor, floor), Fixed(select_wall, 3)});
+         Ratio(t_served, floor), Ratio(t_vendor, floor), Fixed(select_wall, 3), served->reason,
+         RaceOf(*served)});
     if (options.verbose) {
       std::cerr << "selection " << p << ": served " << served->candidate << ", best " << e.best
                 << "\n";

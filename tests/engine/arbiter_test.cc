@@ -446,28 +446,34 @@ TEST_F(ArbiterTest, AHotShapeWhoseBackgroundRefinementFailedIsRefinedOnceHotAgai
   }
 }
 
-// A kernel taking seconds(problem) times 0.95, 1 and 1.05 in turn: a spread of
-// about 10% around a median of seconds(problem).
-KernelFn NoisyShapedKernel(std::function<double(const Problem&)> seconds) {
+// A kernel taking seconds(problem) times 0.95, 1 and 1.05 in turn (1.05, 1
+// and 0.95 where `reversed`): a spread of about 10% around a median of
+// seconds(problem). Two kernels, one reversed, raced together wobble out of
+// step whatever their call counts: noise of their own, not common to a round
+// (which a decision on the per-round ratios sees through).
+KernelFn NoisyShapedKernel(std::function<double(const Problem&)> seconds, bool reversed = false) {
   auto calls = std::make_shared<int>(0);
   return [=](const GemmArgs& args) {
     NaiveGemm(args, args.problem.k, args.problem.m);
     static constexpr double kWobble[] = {0.95, 1.0, 1.05};
-    static_cast<FakeStream*>(args.stream)->Advance(seconds(args.problem) * kWobble[(*calls)++ % 3]);
+    const int i = (*calls)++ % 3;
+    static_cast<FakeStream*>(args.stream)->Advance(seconds(args.problem) *
+                                                   kWobble[reversed ? 2 - i : i]);
     return absl::OkStatus();
   };
 }
 
 TEST_F(ArbiterTest, ARefinedShapeIsServedByTheFastestThereThoughWithinTheNoiseOfTheBucketsWinner) {
   // `vendor` (tier 3) wins the bucket at 64^3; at 40x64x64 `other` is 4% faster,
-  // within 2x their 10% spread: not enough to split the bucket, but the shape's own
-  // verdict is served by the faster there.
+  // each wobbling 10% out of step with the other, so the per-round ratios spread
+  // about 10% too: not enough to split the bucket, but the shape's own verdict is
+  // served by the faster there.
   const auto at = [](double bucket, double narrow) {
     return [=](const Problem& p) { return p.m <= 48 ? narrow : bucket; };
   };
   std::vector<CandidateSpec> c;
   c.push_back(FakeCandidate("vendor", 3, NoisyShapedKernel(at(10e-6, 10.4e-6))));
-  c.push_back(FakeCandidate("other", 2, NoisyShapedKernel(at(10.4e-6, 10e-6))));
+  c.push_back(FakeCandidate("other", 2, NoisyShapedKernel(at(10.4e-6, 10e-6), /*reversed=*/true)));
   auto arbiter = Start(std::move(c));
   ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
   ASSERT_EQ(Listed(*arbiter).at("").winner, "vendor");
@@ -481,6 +487,46 @@ TEST_F(ArbiterTest, ARefinedShapeIsServedByTheFastestThereThoughWithinTheNoiseOf
   const std::map<std::string, Verdict> listed = Listed(*arbiter);
   EXPECT_EQ(listed.size(), 2u) << "the bucket and the refinement: within the noise, no split";
   EXPECT_EQ(arbiter->Select(kBucketShape, {})->candidate, "vendor");
+}
+
+TEST_F(ArbiterTest, AChallengerFasterInEveryRoundWinsTheBucketThoughEachOnesSpreadIsHuge) {
+  // Each sample's time scatters by a factor the round's samples share: on each
+  // one's own spread (about 100%), ours' 57% margin would be noise.
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("vendor", 3, testing::RoundScatteredKernel(22.6e-6)));
+  c.push_back(FakeCandidate("ours", 2, testing::RoundScatteredKernel(14.4e-6)));
+  auto arbiter = Start(std::move(c));
+  auto s = arbiter->Select(p_, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(s->verdict.has_value());
+  ASSERT_GT(s->verdict->Result("vendor")->spread, 0.5) << *s->verdict;
+  EXPECT_EQ(s->candidate, "ours") << s->verdict->reason;
+  EXPECT_NE(s->verdict->reason.find("paired over"), std::string::npos) << s->verdict->reason;
+}
+
+TEST_F(ArbiterTest, ARefinementFasterInEveryRoundSplitsTheBucketThoughEachOnesSpreadIsHuge) {
+  // `vendor` (tier 3) wins the bucket at 64^3, `other` 20% behind; at 40x64x64
+  // `other` takes 10/13 of vendor's time in every round, while each one's samples
+  // scatter by about 100% (a factor the round's samples share).
+  const auto at = [](double bucket, double narrow) {
+    return [=](const Problem& p) { return p.m <= 48 ? narrow : bucket; };
+  };
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("vendor", 3, testing::RoundScatteredKernel(at(10e-6, 13e-6))));
+  c.push_back(FakeCandidate("other", 2, testing::RoundScatteredKernel(at(12e-6, 10e-6))));
+  auto arbiter = Start(std::move(c));
+  ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+  ASSERT_EQ(Listed(*arbiter).at("").winner, "vendor");
+  absl::StatusOr<Verdict> refined = arbiter->Tune(kNarrowShape);
+  ASSERT_TRUE(refined.ok()) << refined.status();
+  ASSERT_GT(refined->Result("vendor")->spread, 0.5) << *refined;
+  EXPECT_EQ(refined->winner, "other") << refined->reason;
+  EXPECT_NE(refined->reason.find("against the bucket's winner: fastest in budget"),
+            std::string::npos)
+      << refined->reason;
+  const std::map<std::string, Verdict> listed = Listed(*arbiter);
+  EXPECT_TRUE(listed.count("m(32,48]") && listed.count("m(48,64]"))
+      << "beyond the noise round by round: the bucket splits on M";
 }
 
 TEST_F(ArbiterTest, ARememberedAnswerGivesWayToTheRefinementAndTheSplitHalfThatNowServeItsShape) {

@@ -207,6 +207,27 @@ inline KernelFn TimedKernel(double seconds, double jitter = 0.0) {
   };
 }
 
+// A correct kernel of seconds(problem) times a factor that changes from one
+// timed run to the next (1, 3, 0.5, 2.5, 1, 4, 0.6, 2, 1.5, then again):
+// candidates timed in the same rounds of a race share it, as the samples of one
+// round on a device share its clock, the cache flush and the driver. Each
+// candidate's own spread is then about 100%, while their ratio in every round
+// is exact.
+inline KernelFn RoundScatteredKernel(std::function<double(const Problem&)> seconds) {
+  auto timed_runs = std::make_shared<int>(0);
+  return [=](const GemmArgs& args) {
+    NaiveGemm(args, args.problem.k, args.problem.m);
+    auto* stream = static_cast<FakeStream*>(args.stream);
+    static constexpr double kFactor[] = {1, 3, 0.5, 2.5, 1, 4, 0.6, 2, 1.5};
+    const double factor = stream->timer_running() ? kFactor[(*timed_runs)++ % 9] : 1;
+    stream->Advance(seconds(args.problem) * factor);
+    return absl::OkStatus();
+  };
+}
+inline KernelFn RoundScatteredKernel(double seconds) {
+  return RoundScatteredKernel([seconds](const Problem&) { return seconds; });
+}
+
 // A correct kernel whose fake device time is `seconds(problem)`: kernels whose
 // ranking changes inside a bucket, as real ones do.
 inline KernelFn ShapedKernel(std::function<double(const Problem&)> seconds) {

@@ -16,6 +16,7 @@ using testing::FakeBackend;
 using testing::FakeCandidate;
 using testing::FakeStream;
 using testing::NaiveGemm;
+using testing::RoundScatteredKernel;
 using testing::TimedKernel;
 
 class MeasurerTest : public ::testing::Test {
@@ -239,6 +240,50 @@ TEST_F(MeasurerTest, DriftDuringTheRaceDoesNotPickAWinner) {
   const Decision d = Decide(results, Determinism::kNondeterministic, "second", NoisePolicy{});
   EXPECT_EQ(d.winner, "second") << d.reason;
   EXPECT_NE(d.reason.find("not separated"), std::string::npos) << d.reason;
+}
+
+TEST_F(MeasurerTest, DriftDoesNotPickAWinnerRoundByRoundEither) {
+  // As above, decided on the per-round ratios: the round's order rotates, so
+  // drift favours each candidate in turn and the ratios straddle 1.
+  stream_.set_drift(0.01);
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("first", 2, TimedKernel(10e-6)));
+  c.push_back(FakeCandidate("second", 2, TimedKernel(10e-6)));
+  const absl::StatusOr<MeasureReport> r = Race(std::move(c), p_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<CandidateResult> results{r->measurements[0].result, r->measurements[1].result};
+  const Decision d =
+      Decide(results, Determinism::kNondeterministic, "second", NoisePolicy{}, &r->samples);
+  EXPECT_EQ(d.winner, "second") << d.reason;
+  EXPECT_NE(d.reason.find("not separated"), std::string::npos) << d.reason;
+}
+
+TEST_F(MeasurerTest, TheReportPairsEachCandidatesSamplesByRound) {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("vendor", 3, RoundScatteredKernel(22.6e-6)));
+  c.push_back(FakeCandidate("ours", 2, RoundScatteredKernel(14.4e-6)));
+  const absl::StatusOr<MeasureReport> r = Race(std::move(c), p_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const CandidateResult& vendor = r->measurements[0].result;
+  const CandidateResult& ours = r->measurements[1].result;
+  ASSERT_TRUE(vendor.timed() && ours.timed()) << vendor << "; " << ours;
+  ASSERT_GT(vendor.spread, 0.5) << "the spread the test means to plant";
+  const PairedRatio paired = r->samples.Compare("vendor", "ours");
+  EXPECT_EQ(paired.pairs, std::min(vendor.samples, ours.samples));
+  EXPECT_GE(paired.pairs, options_.min_samples);
+  EXPECT_NEAR(paired.median, 22.6 / 14.4, 1e-9);
+  EXPECT_NEAR(paired.spread, 0, 1e-9);
+  EXPECT_EQ(r->samples.min_pairs(), options_.min_samples);
+
+  // Decided on each one's own spread, a 57% margin is noise; round by round, it is not.
+  const std::vector<CandidateResult> results{vendor, ours};
+  const Decision alone = Decide(results, Determinism::kNondeterministic, std::nullopt,
+                                NoisePolicy{});
+  EXPECT_EQ(alone.winner, "vendor") << alone.reason;
+  const Decision d = Decide(results, Determinism::kNondeterministic, std::nullopt, NoisePolicy{},
+                            &r->samples);
+  EXPECT_EQ(d.winner, "ours") << d.reason;
+  EXPECT_NE(d.reason.find("paired over"), std::string::npos) << d.reason;
 }
 
 TEST_F(MeasurerTest, ACandidateThatCannotWinStopsAtTheMinimumSamples) {

@@ -118,6 +118,98 @@ TEST(SelectionTest, ErraticIncumbentDoesNotProtectItself) {
   EXPECT_EQ(Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise).winner, "ours");
 }
 
+// Paired decisions. `factor` is what every sample of a round shares (the clock,
+// the flush, the driver): a candidate's own spread is huge, though one may be
+// faster in every round.
+const std::vector<double> kRoundFactor = {1, 3, 0.5, 2.5, 1, 4, 0.6, 2, 1.5};
+
+// A candidate timed in rounds 0, 1, ... with `seconds` there, added to
+// `samples`; its result is their summary, as the measurer makes it.
+CandidateResult TimedIn(RaceSamples& samples, std::string name, int tier,
+                        const std::vector<double>& seconds) {
+  for (size_t i = 0; i < seconds.size(); ++i) samples.Add(name, static_cast<int>(i), seconds[i]);
+  const SampleStats st = Summarize(seconds);
+  CandidateResult r = Timed(std::move(name), tier, st.median, st.spread);
+  r.samples = st.count;
+  return r;
+}
+
+// `base` seconds scaled by each round's factor and by `own[round % own.size()]`.
+std::vector<double> Series(double base, const std::vector<double>& own = {1}) {
+  std::vector<double> out;
+  for (size_t i = 0; i < kRoundFactor.size(); ++i) {
+    out.push_back(base * kRoundFactor[i] * own[i % own.size()]);
+  }
+  return out;
+}
+
+TEST(SelectionTest, AChallengerFasterInEveryRoundDisplacesThoughEachOnesSpreadIsHuge) {
+  RaceSamples samples;
+  const std::vector<CandidateResult> r = {TimedIn(samples, "vendor", 3, Series(22.6e-6)),
+                                          TimedIn(samples, "ours", 2, Series(14.4e-6))};
+  ASSERT_GT(r[0].spread, 0.5) << "the spread the test means to plant";
+  // On each one's own figures, a 57% margin is within 2 x the spread: not separated.
+  const Decision alone = Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise);
+  EXPECT_EQ(alone.winner, "vendor") << alone.reason;
+  // Round by round, ours took 0.64x vendor's time every time.
+  const Decision d = Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise, &samples);
+  EXPECT_EQ(d.winner, "ours") << d.reason;
+  EXPECT_NE(d.reason.find("paired over 9 rounds: margin 56.9% beats noise 2 x 1.0%"),
+            std::string::npos)
+      << d.reason;
+}
+
+TEST(SelectionTest, TwoRunsOfTheSameKernelStayNotSeparatedRoundByRound) {
+  // The same kernel twice: which one a round favours alternates, by up to 3%.
+  RaceSamples samples;
+  const std::vector<CandidateResult> r = {
+      TimedIn(samples, "vendor", 3, Series(10e-6)),
+      TimedIn(samples, "again", 2, Series(10e-6, {1.02, 0.97, 1.03, 0.98, 0.99}))};
+  ASSERT_LT(r[1].median_seconds, r[0].median_seconds) << "the challenger must be the fastest";
+  const Decision d = Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise, &samples);
+  EXPECT_EQ(d.winner, "vendor") << d.reason;
+  EXPECT_NE(d.reason.find("not separated"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("paired over 9 rounds"), std::string::npos) << d.reason;
+}
+
+TEST(SelectionTest, AChallengerFasterInOnlySomeRoundsStaysNotSeparated) {
+  // 15% faster in one round, 10% slower in the next, in turn: its median is
+  // lower, but the rounds do not agree on which is faster.
+  RaceSamples samples;
+  const std::vector<CandidateResult> r = {
+      TimedIn(samples, "vendor", 3, Series(10e-6)),
+      TimedIn(samples, "ours", 2, Series(10e-6, {0.85, 1.1}))};
+  ASSERT_LT(r[1].median_seconds, r[0].median_seconds) << "the challenger must be the fastest";
+  const Decision d = Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise, &samples);
+  EXPECT_EQ(d.winner, "vendor") << d.reason;
+  EXPECT_NE(d.reason.find("not separated"), std::string::npos) << d.reason;
+}
+
+TEST(SelectionTest, AConsistentMarginUnderTheNoiseFloorStaysNotSeparated) {
+  // 1.5% faster in every round: the ratios agree exactly, but the floor holds.
+  RaceSamples samples;
+  const std::vector<CandidateResult> r = {TimedIn(samples, "vendor", 3, Series(10e-6)),
+                                          TimedIn(samples, "ours", 2, Series(10e-6 / 1.015))};
+  const Decision d = Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise, &samples);
+  EXPECT_EQ(d.winner, "vendor") << d.reason;
+}
+
+TEST(SelectionTest, TooFewRoundsTogetherFallBackToEachOnesSpread) {
+  // Ours was 0.6x vendor's time in each of the 4 rounds it was sampled in (then
+  // it stopped): under min_pairs (5) rounds together, the paired figures decide
+  // nothing, and on each one's own spread the margin is within the noise.
+  RaceSamples samples(/*min_pairs=*/5);
+  std::vector<double> ours = Series(6e-6);
+  ours.resize(4);
+  const std::vector<CandidateResult> r = {TimedIn(samples, "vendor", 3, Series(10e-6)),
+                                          TimedIn(samples, "ours", 2, ours)};
+  ASSERT_EQ(samples.Compare("vendor", "ours").pairs, 4);
+  const Decision d = Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise, &samples);
+  EXPECT_EQ(d.winner, "vendor") << d.reason;
+  EXPECT_NE(d.reason.find("per-candidate spreads (4 rounds paired, under 5)"), std::string::npos)
+      << d.reason;
+}
+
 TEST(SelectionTest, NothingTimedMeansNoWinner) {
   const std::vector<CandidateResult> r = {Failed("a", 3), Failed("b", 1)};
   const Decision d = Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise);
