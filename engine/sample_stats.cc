@@ -1,6 +1,7 @@
 #include "engine/sample_stats.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace arbiter {
 
@@ -27,6 +28,21 @@ SampleStats Summarize(std::vector<double> samples) {
   return s;
 }
 
+int SignTestLowRank(int n) {
+  if (n <= 0) return 0;
+  // P(X <= j) for X ~ Binomial(n, 1/2), summed term by term: C(n, j) / 2^n.
+  double term = std::pow(0.5, n);  // P(X = 0)
+  double cdf = 0;
+  int k = 1;
+  for (int j = 0; j < n; ++j) {
+    cdf += term;  // P(X <= j)
+    if (cdf > 0.025) break;
+    k = j + 1;  // at most j of the n ratios fall below the median: rank j + 1 is a bound
+    term *= static_cast<double>(n - j) / static_cast<double>(j + 1);
+  }
+  return std::min(k, n);
+}
+
 void RaceSamples::Add(const std::string& candidate, int round, double seconds) {
   samples_[candidate].push_back({round, seconds});
 }
@@ -51,6 +67,9 @@ PairedRatio RaceSamples::Compare(std::string_view a, std::string_view b) const {
       ++y;
     }
   }
+  std::sort(ratios.begin(), ratios.end());
+  out.low_rank = SignTestLowRank(static_cast<int>(ratios.size()));
+  if (out.low_rank > 0) out.low = ratios[static_cast<size_t>(out.low_rank - 1)];
   const SampleStats st = Summarize(std::move(ratios));
   out.pairs = st.count;
   out.median = st.median;

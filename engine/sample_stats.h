@@ -7,8 +7,11 @@
 // candidate's own spread (IQR/median of its samples) says how much one sample
 // scatters; the spread of the per-round ratios t_a / t_b says how sure the race
 // is of which of the two is faster, with what a round's samples share cancelled
-// out. Selection decides on the latter where there are enough rounds
-// (selection.h).
+// out. How sure is measured without assuming a distribution (a vendor kernel's
+// samples can be bimodal, so its spread says little about its median): by the
+// sign test, the k-th smallest of n ratios is below their true median with
+// probability at most 2.5%, for the largest such k. Selection decides on that
+// bound where there are enough rounds (selection.h).
 //
 // Thread-compatible: a RaceSamples is filled by one measurer, then only read.
 #pragma once
@@ -35,7 +38,16 @@ struct PairedRatio {
   int pairs = 0;      // rounds in which both were sampled (with a positive time)
   double median = 0;  // median over those rounds of t_a / t_b: over 1 where b is faster
   double spread = 0;  // (q3 - q1) / median of those ratios
+  // The lower 97.5% confidence bound of that median: the low_rank-th smallest
+  // ratio (1-based), so t_a / t_b exceeded it in all but low_rank - 1 rounds.
+  double low = 0;
+  int low_rank = 0;
 };
+
+// The rank k (1-based, at least 1) of the lower 97.5% bound of a median from n
+// paired rounds: the largest k with P(Binomial(n, 1/2) <= k - 1) <= 2.5%, or 1
+// where even k = 1 exceeds it (n <= 5: then every round must agree). 0 for n = 0.
+int SignTestLowRank(int n);
 
 // The timed samples of a race's candidates, each with the round it was taken in.
 class RaceSamples {

@@ -71,13 +71,21 @@ Decision Decide(const std::vector<CandidateResult>& results, Determinism require
   // over 50% could never be displaced however slow it was.
   double margin = inc->median_seconds / fastest->median_seconds - 1.0;
   double spread = std::max({inc->spread, fastest->spread, noise.noise_floor});
-  std::string method;  // how margin and spread were measured
+  double tested = margin;  // what must beat the noise
+  std::string method;      // how margin and noise were measured
+  std::string bound;       // with paired samples: the margin the rounds support
   if (samples != nullptr) {
     const PairedRatio paired = samples->Compare(inc->name, fastest->name);
     if (paired.pairs >= samples->min_pairs() && paired.pairs > 0) {
+      // What scatters a whole round cancels in its ratio; what is left is
+      // judged by the ratios' lower 97.5% bound (sample_stats.h), so a margin
+      // counts only where nearly every round shows it, however the samples scatter.
       margin = paired.median - 1.0;
-      spread = std::max(paired.spread, noise.noise_floor);
+      tested = paired.low - 1.0;
+      spread = noise.noise_floor;
       method = absl::StrCat("paired over ", paired.pairs, " rounds: ");
+      bound = absl::StrCat(" (over ", Pct(tested), " in ", paired.pairs - paired.low_rank + 1,
+                           " of them)");
     } else {
       // Too few rounds together (one stopped early or failed): each one's own figures.
       method = absl::StrCat("per-candidate spreads (", paired.pairs, " rounds paired, under ",
@@ -87,18 +95,18 @@ Decision Decide(const std::vector<CandidateResult>& results, Determinism require
   const double needed = noise.noise_multiple * spread;
   const std::string noise_text =
       absl::StrFormat(" noise %.3g x %s", noise.noise_multiple, Pct(spread));
-  if (margin > needed) {
+  if (tested > needed) {
     d.winner = fastest->name;
     d.winner_version = fastest->version;
     d.reason = absl::StrCat("fastest in budget: ", Us(fastest->median_seconds), " vs ", inc_kind,
                             " ", inc->name, " ", Us(inc->median_seconds), ", ", method, "margin ",
-                            Pct(margin), " beats", noise_text);
+                            Pct(margin), bound, " beats", noise_text);
   } else {
     d.winner = inc->name;
     d.winner_version = inc->version;
     d.reason = absl::StrCat("not separated: ", fastest->name, " ", Us(fastest->median_seconds),
                             " vs ", inc_kind, " ", inc->name, " ", Us(inc->median_seconds), ", ",
-                            method, "margin ", Pct(margin), " within", noise_text, "; the ",
+                            method, "margin ", Pct(margin), bound, " within", noise_text, "; the ",
                             inc_kind, " stays");
   }
   return d;

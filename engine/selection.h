@@ -4,11 +4,13 @@
 // The fastest candidate that passed the oracle wins - except that a challenger
 // displaces the incumbent (the previous winner, else the tier default) only when
 // its margin beats the measured noise. Where the race's samples are at hand and
-// the two were sampled together in at least min_pairs rounds, both are measured
-// on the per-round ratios r = t_incumbent / t_challenger (sample_stats.h):
-//   median(r) - 1 > noise_multiple * max(IQR(r) / median(r), noise_floor)
-// since what scatters every sample of a round alike cancels in its ratio and
-// says nothing about which is faster. Otherwise (a verdict re-decided from its
+// the two were sampled together in at least min_pairs rounds, it is judged on
+// the per-round ratios r = t_incumbent / t_challenger (sample_stats.h):
+//   low(r) - 1 > noise_multiple * noise_floor
+// where low(r) is the lower 97.5% confidence bound of their median by the sign
+// test (e.g. the 2nd smallest of 10 ratios): what scatters every sample of a
+// round alike cancels in its ratio, and what is left must show in nearly every
+// round, however bimodal one candidate's samples are. Otherwise (a verdict re-decided from its
 // stored figures, too few rounds together), on each candidate's own figures:
 //   t_incumbent / t_challenger - 1 > noise_multiple * max(spread_inc, spread_chal, noise_floor)
 // Either way the reason says which was used, and where the margin falls short

@@ -57,26 +57,9 @@ using arbiter::ElementSize;
 using arbiter::UnitRoundoff;
 namespace k = arbiter::kernels;
 namespace gc = arbiter::gemm_check;
-
-struct Shape {
-  int64_t m, n, k;
-};
-
-std::string ShapeText(const Shape& s) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%ldx%ldx%ld", static_cast<long>(s.m), static_cast<long>(s.n),
-                static_cast<long>(s.k));
-  return buf;
-}
-
-std::vector<Shape> ParseShapes(char* text) {
-  std::vector<Shape> out;
-  for (char* tok = std::strtok(text, ","); tok; tok = std::strtok(nullptr, ",")) {
-    long m, n, kk;
-    if (std::sscanf(tok, "%ldx%ldx%ld", &m, &n, &kk) == 3) out.push_back({m, n, kk});
-  }
-  return out;
-}
+using gc::ParseShapes;
+using gc::Shape;
+using gc::ShapeText;
 
 // M in {1, 4, 8, 16, 32, 64} against the weights of decode GEMMs: 4096x4096
 // (32 MiB in bf16), 14336x4096 and 4096x14336 (112 MiB), 28672x4096 (224 MiB)
@@ -105,20 +88,9 @@ std::vector<Shape> DefaultCheckShapes() {
 struct Context {
   int sm_count = 0;
   cublasHandle_t cublas = nullptr;
-  void* workspace = nullptr;
-  size_t workspace_bytes = 0;
+  gc::Scratch workspace;
 };
 Context g_ctx;
-
-void* Workspace(size_t bytes) {
-  if (bytes == 0) return nullptr;
-  if (bytes > g_ctx.workspace_bytes) {
-    CUDA_CHECK(cudaFree(g_ctx.workspace));
-    CUDA_CHECK(cudaMalloc(&g_ctx.workspace, bytes));
-    g_ctx.workspace_bytes = bytes;
-  }
-  return g_ctx.workspace;
-}
 
 // A candidate's launch: cudaErrorInvalidValue means "not built for this
 // shape or dtype" (a skinny_stream config) and skips it; any other launch
@@ -134,30 +106,21 @@ struct Candidate {
 
 RunFn FromLauncher(const k::Launcher& launcher) {
   return [launcher](k::LaunchArgs& args, cudaStream_t stream) {
-    args.workspace_bytes = launcher.workspace_bytes(args);
-    args.workspace = Workspace(args.workspace_bytes);
-    return launcher.launch(args, stream);
+    return gc::Launch(launcher, args, g_ctx.workspace, stream);
   };
 }
 
 RunFn FromConfig(const k::SkinnyStreamConfig& config) {
   return [config](k::LaunchArgs& args, cudaStream_t stream) {
     args.workspace_bytes = k::SkinnyStreamWorkspaceBytes(args, config);
-    args.workspace = Workspace(args.workspace_bytes);
+    args.workspace = g_ctx.workspace.Get(args.workspace_bytes);
     return k::LaunchSkinnyStream(args, config, stream);
   };
 }
 
 cudaError_t Cublas(k::LaunchArgs& op, cudaStream_t stream) {
-  const cudaDataType_t type = op.dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
-  const float alpha = 1.f, beta = 0.f;
-  CUBLAS_CHECK(cublasSetStream(g_ctx.cublas, stream));
-  // Row-major C = A B is column-major C^T = B^T A^T.
-  CUBLAS_CHECK(cublasGemmEx(g_ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(op.n),
-                            static_cast<int>(op.m), static_cast<int>(op.k), &alpha, op.b, type,
-                            static_cast<int>(op.n), op.a, type, static_cast<int>(op.k), &beta,
-                            op.c, type, static_cast<int>(op.n), CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
+  gc::RowMajorGemmEx(g_ctx.cublas, op.dtype, op.m, op.n, op.k, op.a, op.k, op.b, op.n, op.c, op.n,
+                     stream);
   return cudaSuccess;
 }
 
@@ -178,39 +141,17 @@ std::vector<Candidate> Candidates() {
 struct Buffers {
   void *a = nullptr, *b = nullptr, *c = nullptr;
   double* ref = nullptr;
-  gc::CheckResult* check = nullptr;
-  unsigned long long* max_ref_bits = nullptr;
-  const float4* flush = nullptr;
-  size_t flush_count = 0;  // float4s
-  float* sink = nullptr;
 };
 
-// Reads the whole buffer (bypassing L1), so L2 ends up holding its clean lines
-// and nothing of the previous sample. The sum goes to `sink` only when it is
-// impossible, so the loads cannot be dropped.
-__global__ void FlushKernel(const float4* __restrict__ buf, size_t count, float* sink) {
-  float s = 0.f;
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
-       i += size_t{gridDim.x} * blockDim.x) {
-    const float4 v = __ldcg(buf + i);
-    s += v.x + v.y + v.z + v.w;
-  }
-  if (s == 1234567.f) *sink = s;
-}
-
-struct Timing {
-  double median_us = 0, spread = 0, min_us = 0;
-};
+using Timing = gc::Summary;  // device time, microseconds; median 0: not timed
 
 enum class Verdict { kOk, kFail, kWarn, kNotBuilt };
 
 class Bench {
  public:
-  Bench(int reps, double bandwidth, cudaStream_t stream, const Buffers& buf)
-      : reps_(reps), bandwidth_(bandwidth), stream_(stream), buf_(buf) {
-    CUDA_CHECK(cudaEventCreate(&start_));
-    CUDA_CHECK(cudaEventCreate(&stop_));
-  }
+  Bench(int reps, double bandwidth, cudaStream_t stream, const Buffers& buf,
+        const gc::L2Flush& flush)
+      : reps_(reps), bandwidth_(bandwidth), stream_(stream), buf_(buf), flush_(flush) {}
 
   int failures() const { return failures_; }
   const std::vector<std::string>& log() const { return log_; }
@@ -220,24 +161,14 @@ class Bench {
   std::vector<Verdict> Check(const Shape& s, DType dtype, const std::vector<Candidate>& cands) {
     static uint64_t seed = 1;
     const int64_t mn = s.m * s.n;
-    Dispatch(dtype, [&](auto tag) {
+    gc::ForDtype(dtype, [&](auto tag) {
       using T = decltype(tag);
       gc::FillKernel<T><<<1024, 256, 0, stream_>>>(static_cast<T*>(buf_.a), s.m * s.k, seed++);
       gc::FillKernel<T><<<1024, 256, 0, stream_>>>(static_cast<T*>(buf_.b), s.k * s.n, seed++);
-      const dim3 grid((s.n + 15) / 16, (s.m + 15) / 16);
-      gc::ReferenceKernel<T><<<grid, dim3(16, 16), 0, stream_>>>(
-          static_cast<const T*>(buf_.a), static_cast<const T*>(buf_.b), buf_.ref, s.m, s.n, s.k);
+      gc::LaunchReference(static_cast<const T*>(buf_.a), static_cast<const T*>(buf_.b), nullptr,
+                          s.m, buf_.ref, s.n, s.k, stream_);
     });
-    CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaMemsetAsync(buf_.max_ref_bits, 0, sizeof(unsigned long long), stream_));
-    gc::MaxAbsKernel<<<256, 256, 0, stream_>>>(buf_.ref, mn, buf_.max_ref_bits);
-    CUDA_CHECK(cudaGetLastError());
-    unsigned long long bits = 0;
-    CUDA_CHECK(cudaMemcpyAsync(&bits, buf_.max_ref_bits, sizeof bits, cudaMemcpyDeviceToHost,
-                               stream_));
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
-    double max_ref;
-    std::memcpy(&max_ref, &bits, sizeof max_ref);
+    const double max_ref = checker_.MaxAbs(buf_.ref, mn, stream_);
 
     std::vector<Verdict> out;
     for (const Candidate& cand : cands) {
@@ -246,7 +177,7 @@ class Bench {
         continue;
       }
       const size_t es = ElementSize(dtype);
-      CUDA_CHECK(cudaMemsetAsync(buf_.c, 0xff, mn * es + gc::kGuardBytes, stream_));
+      gc::Checker::Poison(buf_.c, s.m, s.n, es, stream_);
       k::LaunchArgs args = Args(s, dtype);
       const cudaError_t err = cand.run(args, stream_);
       if (err == cudaErrorInvalidValue) {
@@ -264,23 +195,15 @@ class Bench {
         continue;
       }
       CUDA_CHECK(cudaGetLastError());
-      CUDA_CHECK(cudaMemsetAsync(buf_.check, 0, sizeof(gc::CheckResult), stream_));
-      CUDA_CHECK(cudaMemsetAsync(&buf_.check->first_bad, 0xff, sizeof(unsigned long long),
-                                 stream_));
       const double rel = std::fabs(cand.rel);
       const double fixed_tol = cand.abs + rel * std::sqrt(static_cast<double>(s.k)) * max_ref;
-      Dispatch(dtype, [&](auto tag) {
-        using T = decltype(tag);
-        gc::CheckKernel<T><<<512, 256, 0, stream_>>>(
-            static_cast<const T*>(buf_.c), buf_.ref, mn, fixed_tol, UnitRoundoff(dtype),
-            static_cast<const unsigned char*>(buf_.c) + mn * es, gc::kGuardBytes, buf_.check);
-      });
-      CUDA_CHECK(cudaGetLastError());
       gc::CheckResult r;
-      CUDA_CHECK(cudaMemcpyAsync(&r, buf_.check, sizeof r, cudaMemcpyDeviceToHost, stream_));
-      CUDA_CHECK(cudaStreamSynchronize(stream_));
-      double max_err;
-      std::memcpy(&max_err, &r.max_err_bits, sizeof max_err);
+      gc::ForDtype(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        r = checker_.Check(static_cast<const T*>(buf_.c), s.m, s.n, nullptr, s.m, buf_.ref,
+                           fixed_tol, UnitRoundoff(dtype), stream_);
+      });
+      const double max_err = gc::FromBits(r.max_err_bits);
       const bool ok = r.nonfinite == 0 && r.out_of_budget == 0 && r.guard_touched == 0;
       const bool informational = cand.rel < 0;
       const Verdict v = ok ? Verdict::kOk : informational ? Verdict::kWarn : Verdict::kFail;
@@ -313,24 +236,13 @@ class Bench {
     for (int rep = 0; rep < reps_; ++rep) {
       for (size_t i = 0; i < cands.size(); ++i) {
         if (verdicts[i] != Verdict::kOk && verdicts[i] != Verdict::kWarn) continue;
-        FlushKernel<<<g_ctx.sm_count * 4, 512, 0, stream_>>>(buf_.flush, buf_.flush_count,
-                                                             buf_.sink);
-        CUDA_CHECK(cudaEventRecord(start_, stream_));
-        Launch(cands[i], s);
-        CUDA_CHECK(cudaEventRecord(stop_, stream_));
-        CUDA_CHECK(cudaEventSynchronize(stop_));
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-        samples[i].push_back(ms * 1e3);
+        flush_.Read(stream_);
+        samples[i].push_back(timer_.Us(stream_, [&] { Launch(cands[i], s); }));
       }
     }
     std::vector<Timing> out(cands.size());
     for (size_t i = 0; i < cands.size(); ++i) {
-      if (samples[i].empty()) continue;
-      out[i].median_us = gc::Percentile(samples[i], 0.5);
-      out[i].spread =
-          (gc::Percentile(samples[i], 0.75) - gc::Percentile(samples[i], 0.25)) / out[i].median_us;
-      out[i].min_us = *std::min_element(samples[i].begin(), samples[i].end());
+      if (!samples[i].empty()) out[i] = gc::Summarize(samples[i]);
     }
     return out;
   }
@@ -341,26 +253,8 @@ class Bench {
   }
 
  private:
-  template <typename F>
-  static void Dispatch(DType dtype, F&& f) {
-    if (dtype == DType::kF16) {
-      f(__half{});
-    } else {
-      f(__nv_bfloat16{});
-    }
-  }
-
   k::LaunchArgs Args(const Shape& s, DType dtype) const {
-    k::LaunchArgs args;
-    args.dtype = dtype;
-    args.a = buf_.a;
-    args.b = buf_.b;
-    args.c = buf_.c;
-    args.m = s.m;
-    args.n = s.n;
-    args.k = s.k;
-    args.sm_count = g_ctx.sm_count;
-    return args;
+    return gc::Args(dtype, buf_.a, buf_.b, buf_.c, s.m, s.n, s.k, g_ctx.sm_count);
   }
 
   void Launch(const Candidate& cand, const Shape& s) {
@@ -372,7 +266,9 @@ class Bench {
   double bandwidth_;
   cudaStream_t stream_;
   Buffers buf_;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  const gc::L2Flush& flush_;
+  gc::Checker checker_;
+  gc::EventTimer timer_;
   int failures_ = 0;
   std::vector<std::string> log_;
 };
@@ -384,23 +280,16 @@ double CopyTbPerSecond(cudaStream_t stream) {
   CUDA_CHECK(cudaMalloc(&src, bytes));
   CUDA_CHECK(cudaMalloc(&dst, bytes));
   CUDA_CHECK(cudaMemsetAsync(src, 1, bytes, stream));
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
+  gc::EventTimer timer;
   std::vector<double> rates;
   for (int i = 0; i < 8; ++i) {
-    CUDA_CHECK(cudaEventRecord(start, stream));
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (i > 0) rates.push_back(2.0 * bytes / (ms * 1e-3) / 1e12);
+    const double us = timer.Us(stream, [&] {
+      CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+    });
+    if (i > 0) rates.push_back(2.0 * bytes / (us * 1e-6) / 1e12);
   }
   CUDA_CHECK(cudaFree(src));
   CUDA_CHECK(cudaFree(dst));
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
   return gc::Percentile(rates, 0.5);
 }
 
@@ -435,15 +324,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  int device = 0, driver = 0, runtime = 0, cublas_version = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp props{};
-  CUDA_CHECK(cudaGetDeviceProperties(&props, device));
-  CUDA_CHECK(cudaDriverGetVersion(&driver));
-  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-  CUBLAS_CHECK(cublasCreate(&g_ctx.cublas));
-  CUBLAS_CHECK(cublasGetVersion(g_ctx.cublas, &cublas_version));
-  g_ctx.sm_count = props.multiProcessorCount;
+  const gc::Device device = gc::OpenDevice(&g_ctx.cublas);
+  g_ctx.sm_count = device.props.multiProcessorCount;
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
@@ -452,12 +334,9 @@ int main(int argc, char** argv) {
   const double copy_rate = CopyTbPerSecond(stream);
   char header[512];
   std::snprintf(header, sizeof header,
-                "skinny_bench at %s, %s: %s, sm_%d%d, %d SMs, L2 %d MB, driver %d, runtime %d, "
-                "cuBLAS %d; copy rate %.2f TB/s (read + write); floor at %.2f TB/s; "
-                "%d cold-L2 samples per candidate, interleaved",
-                ARBITER_BENCH_COMMIT, date, props.name, props.major, props.minor,
-                props.multiProcessorCount, props.l2CacheSize >> 20, driver, runtime,
-                cublas_version, copy_rate, bandwidth, reps);
+                "skinny_bench at %s, %s: %s; copy rate %.2f TB/s (read + write); floor at %.2f "
+                "TB/s; %d cold-L2 samples per candidate, interleaved",
+                ARBITER_BENCH_COMMIT, date, device.Describe().c_str(), copy_rate, bandwidth, reps);
   std::printf("%s\n", header);
 
   size_t max_a = 0, max_b = 0, max_c = 0;
@@ -473,15 +352,7 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaMalloc(&buf.b, max_b * 2));
   CUDA_CHECK(cudaMalloc(&buf.c, max_c * 2 + gc::kGuardBytes));
   CUDA_CHECK(cudaMalloc(&buf.ref, max_c * sizeof(double)));
-  CUDA_CHECK(cudaMalloc(&buf.check, sizeof(gc::CheckResult)));
-  CUDA_CHECK(cudaMalloc(&buf.max_ref_bits, sizeof(unsigned long long)));
-  CUDA_CHECK(cudaMalloc(&buf.sink, sizeof(float)));
-  const size_t flush_bytes = 2 * static_cast<size_t>(props.l2CacheSize);
-  void* flush;
-  CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
-  CUDA_CHECK(cudaMemsetAsync(flush, 0, flush_bytes, stream));
-  buf.flush = static_cast<const float4*>(flush);
-  buf.flush_count = flush_bytes / sizeof(float4);
+  const gc::L2Flush flush(device.props);
 
   std::vector<Candidate> cands = Candidates();
   if (!only.empty()) {
@@ -492,7 +363,7 @@ int main(int argc, char** argv) {
                                }),
                 cands.end());
   }
-  Bench bench(reps, bandwidth, stream, buf);
+  Bench bench(reps, bandwidth, stream, buf, flush);
 
   for (const Shape& s : check_shapes) {
     for (DType dtype : {DType::kF16, DType::kBF16}) bench.Check(s, dtype, cands);
@@ -510,7 +381,7 @@ int main(int argc, char** argv) {
     if (v == Verdict::kNotBuilt) return "-";
     if (v == Verdict::kFail) return "FAIL";
     char text[48];
-    std::snprintf(text, sizeof text, "%.1f (%.2f)", t.median_us, t.median_us / bench.FloorUs(s));
+    std::snprintf(text, sizeof text, "%.1f (%.2f)", t.median, t.median / bench.FloorUs(s));
     return text;
   };
   if (!out_dir.empty()) {
@@ -524,15 +395,15 @@ int main(int argc, char** argv) {
     std::fprintf(f, "| shape (MxNxK) | candidate | median us | IQR/median | min us | GB/s | "
                     "x floor | time / cuBLAS |\n|---|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < shapes.size(); ++i) {
-      const double cublas_us = timings[i][0].median_us;
+      const double cublas_us = timings[i][0].median;
       for (size_t c = 0; c < cands.size(); ++c) {
         const Timing& t = timings[i][c];
-        if (t.median_us <= 0) continue;
+        if (t.median <= 0) continue;
         std::fprintf(f, "| %s | %s | %.2f | %.1f%% | %.2f | %.0f | %.3f | %.3f |\n",
-                     ShapeText(shapes[i]).c_str(), cands[c].name.c_str(), t.median_us,
-                     100 * t.spread, t.min_us, Bench::Bytes(shapes[i]) / (t.median_us * 1e3),
-                     t.median_us / bench.FloorUs(shapes[i]),
-                     cublas_us > 0 ? t.median_us / cublas_us : 0.0);
+                     ShapeText(shapes[i]).c_str(), cands[c].name.c_str(), t.median,
+                     100 * t.spread, t.min, Bench::Bytes(shapes[i]) / (t.median * 1e3),
+                     t.median / bench.FloorUs(shapes[i]),
+                     cublas_us > 0 ? t.median / cublas_us : 0.0);
       }
     }
     std::fprintf(f, "\n## checks\n\n```\n");
@@ -578,9 +449,9 @@ int main(int argc, char** argv) {
       int count = 0;
       for (size_t i = 0; i < shapes.size(); ++i) {
         const Timing& t = timings[i][c];
-        if (!g.in(shapes[i]) || t.median_us <= 0 || timings[i][0].median_us <= 0) continue;
-        log_floor += std::log(t.median_us / bench.FloorUs(shapes[i]));
-        log_cublas += std::log(t.median_us / timings[i][0].median_us);
+        if (!g.in(shapes[i]) || t.median <= 0 || timings[i][0].median <= 0) continue;
+        log_floor += std::log(t.median / bench.FloorUs(shapes[i]));
+        log_cublas += std::log(t.median / timings[i][0].median);
         ++count;
       }
       if (count == 0) {

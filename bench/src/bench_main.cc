@@ -182,8 +182,9 @@ std::string OverRegret(const Table& t, double bound) {
     double v;
     if (!absl::SimpleAtod(r[regret], &v) || v <= bound) continue;
     absl::StrAppend(&out, "- ", r[col("dtype")], " ", r[col("m")], "x", r[col("n")], "x",
-                    r[col("k")], ": served ", r[col("served")], " (regret ", r[regret], ", best ",
-                    r[col("best")], "): ", r[reason], "\n");
+                    r[col("k")], ": served ", r[col("served")], " (regret ", r[regret],
+                    ", paired ", r[col("regret_paired")], ", best ", r[col("best")], "): ",
+                    r[reason], "\n");
   }
   if (out.empty()) return out;
   return absl::StrCat("Rows over ", Fixed(bound, 2), "x the best, and why they were served "

@@ -75,7 +75,12 @@ struct Exhaustive {
   std::map<std::string, double> seconds;  // timed candidates only
   std::string best;
   double best_seconds = -1;
+  RaceSamples samples;  // the race's samples by round
   double Time(const std::string& name) const;  // -1 when not timed
+  // The median over the race's rounds of t_name / t_best: how much slower `name`
+  // was than the best, sample by sample, with what a round's samples share
+  // cancelled. -1 when the two shared fewer than the race's min_samples rounds.
+  double PairedRatioToBest(const std::string& name) const;
 };
 absl::StatusOr<Exhaustive> MeasureAll(BenchDevice& dev, const Problem& p,
                                       const MeasureOptions& measure);

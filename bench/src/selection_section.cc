@@ -17,12 +17,19 @@ double Exhaustive::Time(const std::string& name) const {
   return it == seconds.end() ? -1 : it->second;
 }
 
+double Exhaustive::PairedRatioToBest(const std::string& name) const {
+  if (name == best) return best_seconds > 0 ? 1 : -1;
+  const PairedRatio r = samples.Compare(name, best);
+  return r.pairs > 0 && r.pairs >= samples.min_pairs() ? r.median : -1;
+}
+
 absl::StatusOr<Exhaustive> MeasureAll(BenchDevice& dev, const Problem& p,
                                       const MeasureOptions& measure) {
   Measurer measurer(*dev.backend, *dev.stream, measure);
-  ASSIGN_OR_RETURN(std::vector<Measurement> ms, measurer.Measure(p, Covering(dev, p)));
+  ASSIGN_OR_RETURN(MeasureReport report, measurer.Race(p, Covering(dev, p)));
   Exhaustive e;
-  for (const Measurement& m : ms) {
+  e.samples = std::move(report.samples);
+  for (const Measurement& m : report.measurements) {
     if (!m.result.timed()) continue;
     e.seconds[m.result.name] = m.result.median_seconds;
     if (e.best_seconds < 0 || m.result.median_seconds < e.best_seconds) {
@@ -60,7 +67,7 @@ absl::StatusOr<Table> RunSelection(BenchDevice& dev, Arbiter& serving,
   Table out({"dtype", "m", "n", "k", "bucket", "served", "source", "measured_at", "best",
              "tier_default", "t_best_s", "t_served_s", "t_vendor_s", "t_tier_s", "regret",
              "vendor_vs_best", "tier_vs_best", "floor_s", "served_vs_floor", "vendor_vs_floor",
-             "select_wall_s", "served_reason", "served_race"});
+             "select_wall_s", "regret_paired", "served_reason", "served_race"});
   for (const BenchShape& s : shapes) {
     const Problem& p = s.problem;
     if (options.OverGflop(p)) {
@@ -94,8 +101,8 @@ absl::StatusOr<Table> RunSelection(BenchDevice& dev, Arbiter& serving,
          served->verdict ? Dims(served->verdict->measured) : "", e.best, tier, Sci(e.best_seconds),
          Sci(t_served), Sci(t_vendor), Sci(e.Time(tier)), Ratio(t_served, e.best_seconds),
          Ratio(t_vendor, e.best_seconds), Ratio(e.Time(tier), e.best_seconds), Sci(floor),
-         Ratio(t_served, floor), Ratio(t_vendor, floor), Fixed(select_wall, 3), served->reason,
-         RaceOf(*served)});
+         Ratio(t_served, floor), Ratio(t_vendor, floor), Fixed(select_wall, 3),
+         Fixed(e.PairedRatioToBest(served->candidate), 3), served->reason, RaceOf(*served)});
     if (options.verbose) {
       std::cerr << "selection " << p << ": served " << served->candidate << ", best " << e.best
                 << "\n";

@@ -147,6 +147,25 @@ constexpr const char* kStages[] = {"receive", "prepare", "h2d", "kernel", "d2h",
 
 v1::DType WireDType(DType d) { return static_cast<v1::DType>(static_cast<int>(d)); }
 
+v1::Problem WireProblem(const Problem& p) {
+  v1::Problem out;
+  out.set_dtype(WireDType(p.dtype));
+  out.set_m(p.m);
+  out.set_n(p.n);
+  out.set_k(p.k);
+  return out;
+}
+
+// A bytes-path Matmul of `p` on the operands `a` and `b`.
+v1::MatmulRequest BytesRequest(const Problem& p, const std::vector<uint8_t>& a,
+                               const std::vector<uint8_t>& b) {
+  v1::MatmulRequest req;
+  *req.mutable_problem() = WireProblem(p);
+  req.set_a(a.data(), a.size());
+  req.set_b(b.data(), b.size());
+  return req;
+}
+
 // Latencies (seconds) of every call `clients` threads made in `seconds`, each
 // with its own client (channel), calling `rpc` ("select" or "health") back to back.
 absl::StatusOr<std::vector<double>> Load(const std::string& server, const std::string& rpc,
@@ -161,10 +180,7 @@ absl::StatusOr<std::vector<double>> Load(const std::string& server, const std::s
     stubs.push_back(std::make_unique<client::ArbiterClient>(Options(server)));
   }
   v1::SelectRequest req;
-  req.mutable_problem()->set_dtype(WireDType(p.dtype));
-  req.mutable_problem()->set_m(p.m);
-  req.mutable_problem()->set_n(p.n);
-  req.mutable_problem()->set_k(p.k);
+  *req.mutable_problem() = WireProblem(p);
   const Clock::time_point t0 = Clock::now();
   for (int i = 0; i < clients; ++i) {
     threads.emplace_back([&, i] {
@@ -242,6 +258,21 @@ v1::AccuracyBudget BudgetOf(client::ArbiterClient& ctl, const std::string& candi
   return client::DefaultBudget(dtype);
 }
 
+// The reply's C (a sample of its rows) against the reference of `ops`, within
+// the budget its candidate declares: a fast wrong answer is no answer. `call`
+// names the call in the error.
+absl::Status CheckReply(client::ArbiterClient& ctl, const v1::Problem& problem,
+                        const client::Operands& ops, const std::string& c,
+                        const std::string& candidate, const std::string& call) {
+  const client::CheckResult check = client::CheckMatmul(
+      problem, ops, c, BudgetOf(ctl, candidate, problem.dtype()), client::CheckOptions{});
+  if (!check.passed()) {
+    return absl::DataLossError(
+        absl::StrCat(call, " by ", candidate, ": C is wrong: ", check.first_failure));
+  }
+  return absl::OkStatus();
+}
+
 // Median latency of `calls` empty RPCs (grpc.health.v1 Check) in a row on `client`.
 absl::StatusOr<double> EmptyRpcP50(client::ArbiterClient& client, int calls) {
   std::vector<double> lat;
@@ -269,10 +300,7 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl,
                                            const std::vector<uint8_t>& a,
                                            const std::vector<uint8_t>& b, int repeats) {
   v1::MatmulRequest req;
-  req.mutable_problem()->set_dtype(WireDType(p.dtype));
-  req.mutable_problem()->set_m(p.m);
-  req.mutable_problem()->set_n(p.n);
-  req.mutable_problem()->set_k(p.k);
+  *req.mutable_problem() = WireProblem(p);
   const client::Operands ops{std::string(a.begin(), a.end()), std::string(b.begin(), b.end())};
   const size_t a_at = 0, b_at = client::AlignUp(a.size()), c_at = b_at + client::AlignUp(b.size());
   std::unique_ptr<client::DeviceOperands> memory;
@@ -309,13 +337,8 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl,
         status = absl::InternalError(absl::StrCat("read C: ", s.error_message()));
         break;
       }
-      const client::CheckResult check =
-          client::CheckMatmul(req.problem(), ops, c, BudgetOf(ctl, resp.candidate(), req.problem().dtype()),
-                              client::CheckOptions{});
-      if (!check.passed()) {
-        status = absl::DataLossError(absl::StrCat("zero-copy Matmul ", p.ToString(), " by ",
-                                                  resp.candidate(), ": C is wrong: ", check.first_failure));
-      }
+      status = CheckReply(ctl, req.problem(), ops, c, resp.candidate(),
+                          absl::StrCat("zero-copy Matmul ", p.ToString()));
       continue;
     }
     e2e.push_back(seconds);
@@ -352,13 +375,7 @@ absl::Status WireRows(client::ArbiterClient& ctl, int metrics_port, const std::s
     std::vector<uint8_t> a(p.a_bytes()), b(p.b_bytes());
     FillRandom(p.dtype, a.data(), p.m * p.k, 3);
     FillRandom(p.dtype, b.data(), p.k * p.n, 4);
-    v1::MatmulRequest req;
-    req.mutable_problem()->set_dtype(WireDType(p.dtype));
-    req.mutable_problem()->set_m(p.m);
-    req.mutable_problem()->set_n(p.n);
-    req.mutable_problem()->set_k(p.k);
-    req.set_a(a.data(), a.size());
-    req.set_b(b.data(), b.size());
+    const v1::MatmulRequest req = BytesRequest(p, a, b);
     const double message = static_cast<double>(req.ByteSizeLong());
     std::vector<double> e2e, rest;
     std::vector<std::vector<double>> stages(std::size(kStages));  // per call, in kStages' order
@@ -372,16 +389,9 @@ absl::Status WireRows(client::ArbiterClient& ctl, int metrics_port, const std::s
       }
       const double seconds = Since(t0);
       if (i == 0) {
-        const client::Operands ops{std::string(a.begin(), a.end()), std::string(b.begin(), b.end())};
-        const client::CheckResult check =
-            client::CheckMatmul(req.problem(), ops, resp.c(),
-                                BudgetOf(ctl, resp.candidate(), req.problem().dtype()),
-                                client::CheckOptions{});
-        if (!check.passed()) {
-          return absl::DataLossError(absl::StrCat("wire Matmul ", p.ToString(), " by ",
-                                                  resp.candidate(), " on ", transport,
-                                                  ": C is wrong: ", check.first_failure));
-        }
+        RETURN_IF_ERROR(CheckReply(ctl, req.problem(), {req.a(), req.b()}, resp.c(),
+                                   resp.candidate(),
+                                   absl::StrCat("wire Matmul ", p.ToString(), " on ", transport)));
         continue;
       }
       StageTotals after;
@@ -464,10 +474,7 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
     // Measure Select's bucket once, so every timed Select is a verdict hit.
     {
       v1::SelectRequest req;
-      req.mutable_problem()->set_dtype(WireDType(o.dtype));
-      req.mutable_problem()->set_m(select_problem.m);
-      req.mutable_problem()->set_n(select_problem.n);
-      req.mutable_problem()->set_k(select_problem.k);
+      *req.mutable_problem() = WireProblem(select_problem);
       v1::SelectResponse resp;
       if (grpc::Status s = ctl.Select(req, &resp); !s.ok()) {
         return absl::UnavailableError(absl::StrCat("warm-up Select: ", s.error_message()));
@@ -502,13 +509,7 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
       std::vector<uint8_t> a(p.a_bytes()), b(p.b_bytes());
       FillRandom(p.dtype, a.data(), p.m * p.k, 1);
       FillRandom(p.dtype, b.data(), p.k * p.n, 2);
-      v1::MatmulRequest req;
-      req.mutable_problem()->set_dtype(WireDType(p.dtype));
-      req.mutable_problem()->set_m(n);
-      req.mutable_problem()->set_n(n);
-      req.mutable_problem()->set_k(n);
-      req.set_a(a.data(), a.size());
-      req.set_b(b.data(), b.size());
+      const v1::MatmulRequest req = BytesRequest(p, a, b);
       v1::MatmulResponse resp;
       std::vector<double> e2e, device;
       StageTotals before;
@@ -526,17 +527,9 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
         }
       }
       ASSIGN_OR_RETURN(const StageTotals after, ScrapeStages(metrics_port));
-      {  // The reply's C, sampled against the reference: a fast wrong answer is no answer.
-        const client::Operands ops{std::string(a.begin(), a.end()), std::string(b.begin(), b.end())};
-        const client::CheckResult check =
-            client::CheckMatmul(req.problem(), ops, resp.c(),
-                                BudgetOf(ctl, resp.candidate(), req.problem().dtype()),
-                                client::CheckOptions{});
-        if (!check.passed()) {
-          return absl::DataLossError(absl::StrCat("Matmul ", p.ToString(), " by ", resp.candidate(),
-                                                  " on ", t.name, ": C is wrong: ", check.first_failure));
-        }
-      }
+      RETURN_IF_ERROR(CheckReply(ctl, req.problem(), {req.a(), req.b()}, resp.c(),
+                                 resp.candidate(),
+                                 absl::StrCat("Matmul ", p.ToString(), " on ", t.name)));
       ASSIGN_OR_RETURN(double local, InProcess(dev, p, resp.candidate(), a, b, o.matmul_repeats));
       const double e = Summarize(e2e).median;
       std::vector<std::string> row = {t.name, "bytes", DTypeName(p.dtype), absl::StrCat(n),
@@ -546,16 +539,12 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
       for (const char* stage : kStages) {
         // Each stage's mean is over the calls it recorded: a call's send is
         // recorded when gRPC is done with it, which may be after the reply arrived.
-        const auto b_it = std::as_const(before).find(stage);
-        const auto a_it = after.find(stage);
-        const double calls = a_it == after.end() ? 0
-                             : a_it->second.second - (b_it == before.end() ? 0 : b_it->second.second);
+        const auto [seconds, calls] = StageDelta(before, after, stage);
         if (calls <= 0) {
           row.push_back("");
           continue;
         }
-        const double mean =
-            (a_it->second.first - (b_it == before.end() ? 0 : b_it->second.first)) / calls;
+        const double mean = seconds / calls;
         daemon += mean;
         row.push_back(Sci(mean));
       }

@@ -45,6 +45,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "bench/kernels/gemm_check.cuh"
 #include "kernels/common/pad.h"
 #include "kernels/gemv/gemv.h"
 #include "kernels/skinny/skinny_stream.h"
@@ -55,27 +56,11 @@ namespace {
 
 using arbiter::DType;
 namespace k = arbiter::kernels;
+namespace gc = arbiter::gemm_check;
+using gc::CheckResult;
+using gc::kGuardBytes;
+using gc::Percentile;
 
-#define CUDA_CHECK(call)                                                                 \
-  do {                                                                                   \
-    cudaError_t err_ = (call);                                                           \
-    if (err_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call,            \
-                   cudaGetErrorName(err_), cudaGetErrorString(err_));                    \
-      std::exit(2);                                                                      \
-    }                                                                                    \
-  } while (0)
-#define CUBLAS_CHECK(call)                                                               \
-  do {                                                                                   \
-    cublasStatus_t st_ = (call);                                                         \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                  \
-      std::fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #call,   \
-                   static_cast<int>(st_));                                               \
-      std::exit(2);                                                                      \
-    }                                                                                    \
-  } while (0)
-
-constexpr size_t kGuardBytes = 4096;
 constexpr double kPeakFlops = 760e12;  // cublasGemmEx's best large-square rate on the H200
 constexpr double kPeakBytes = 4.3e12;  // device-to-device copy, bytes read + written
 
@@ -85,155 +70,16 @@ struct Shape {
   bool listed;  // from the public transformer list (counted in the geometric mean)
 };
 
-const char* Name(DType d) { return d == DType::kBF16 ? "bf16" : "f16"; }
 double Unit(DType d) { return d == DType::kBF16 ? 0x1.0p-8 : 0x1.0p-11; }
 
 std::string ShapeText(const Shape& s) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%ldx%ldx%ld %s", static_cast<long>(s.m),
-                static_cast<long>(s.n), static_cast<long>(s.k), Name(s.dtype));
-  return buf;
+  return gc::ShapeText({s.m, s.n, s.k}) + " " + gc::Name(s.dtype);
 }
 
 double FloorUs(const Shape& s) {
   const double flops = 2.0 * s.m * s.n * s.k;
   const double bytes = 2.0 * (double(s.m) * s.k + double(s.k) * s.n + double(s.m) * s.n);
   return std::max(flops / kPeakFlops, bytes / kPeakBytes) * 1e6;
-}
-
-// ---- device helpers: random fill, sampled f64 reference, checker -------------------
-
-__device__ __forceinline__ uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-template <bool kBf16>
-__device__ __forceinline__ uint16_t FromDouble(double v) {
-  if constexpr (kBf16) {
-    return __bfloat16_as_ushort(__double2bfloat16(v));
-  } else {
-    return __half_as_ushort(__double2half(v));
-  }
-}
-template <bool kBf16>
-__device__ __forceinline__ double ToDouble(uint16_t v) {
-  if constexpr (kBf16) {
-    return __bfloat162float(__ushort_as_bfloat16(v));
-  } else {
-    return __half2float(__ushort_as_half(v));
-  }
-}
-
-// Uniform in [-1, 1), rounded to the dtype.
-template <bool kBf16>
-__global__ void FillKernel(uint16_t* out, int64_t count, uint64_t seed) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const uint64_t r = SplitMix(seed * 0x100000001b3ull + static_cast<uint64_t>(i));
-    out[i] = FromDouble<kBf16>(2.0 * (static_cast<double>(r >> 11) * 0x1.0p-53) - 1.0);
-  }
-}
-
-// ref[i, col] = sum_k A[rows[i], k] B[k, col] in f64. grid.x walks N by 16,
-// grid.y the sampled rows by 16.
-template <bool kBf16>
-__global__ void ReferenceKernel(const uint16_t* a, const uint16_t* b, const int64_t* rows,
-                                int nrows, double* ref, int64_t n, int64_t k) {
-  __shared__ double as[16][17];
-  __shared__ double bs[16][17];
-  const int ri = blockIdx.y * 16 + threadIdx.y;
-  const int64_t col = blockIdx.x * int64_t{16} + threadIdx.x;
-  const int64_t row = ri < nrows ? rows[ri] : -1;
-  double acc = 0;
-  for (int64_t k0 = 0; k0 < k; k0 += 16) {
-    const int64_t ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
-    as[threadIdx.y][threadIdx.x] = (row >= 0 && ka < k) ? ToDouble<kBf16>(a[row * k + ka]) : 0.0;
-    const int64_t bcol = blockIdx.x * int64_t{16} + threadIdx.x;
-    bs[threadIdx.y][threadIdx.x] = (kb < k && bcol < n) ? ToDouble<kBf16>(b[kb * n + bcol]) : 0.0;
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < 16; ++kk) acc = fma(as[threadIdx.y][kk], bs[kk][threadIdx.x], acc);
-    __syncthreads();
-  }
-  if (row >= 0 && col < n) ref[static_cast<int64_t>(ri) * n + col] = acc;
-}
-
-__global__ void MaxAbsKernel(const double* ref, int64_t count, unsigned long long* out) {
-  double local = 0;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    local = fmax(local, fabs(ref[i]));
-  }
-  atomicMax(out, static_cast<unsigned long long>(__double_as_longlong(local)));
-}
-
-struct CheckResult {
-  unsigned long long nonfinite;      // anywhere in C (unwritten or NaN/inf)
-  unsigned long long out_of_budget;  // in the sampled rows
-  unsigned long long max_excess_bits;
-  unsigned long long first_bad;
-  unsigned long long guard_touched;
-};
-
-template <bool kBf16>
-__global__ void FiniteKernel(const uint16_t* c, int64_t count, const unsigned char* guard,
-                             int guard_bytes, CheckResult* out) {
-  unsigned long long bad = 0, first = ~0ull;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    if (!isfinite(ToDouble<kBf16>(c[i]))) {
-      ++bad;
-      first = min(first, static_cast<unsigned long long>(i));
-    }
-  }
-  if (blockIdx.x == 0) {
-    for (int i = threadIdx.x; i < guard_bytes; i += blockDim.x) {
-      if (guard[i] != 0xff) atomicAdd(&out->guard_touched, 1ull);
-    }
-  }
-  if (bad) atomicAdd(&out->nonfinite, bad);
-  if (first != ~0ull) atomicMin(&out->first_bad, first);
-}
-
-template <bool kBf16>
-__global__ void CompareKernel(const uint16_t* c, const int64_t* rows, int nrows, const double* ref,
-                              int64_t n, double fixed_tol, double u, CheckResult* out) {
-  double max_excess = 0;
-  unsigned long long bad = 0, first = ~0ull;
-  const int64_t count = static_cast<int64_t>(nrows) * n;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ri = i / n, col = i % n;
-    const int64_t ci = rows[ri] * n + col;
-    const double v = ToDouble<kBf16>(c[ci]);
-    const double r = ref[i];
-    const double err = fabs(v - r);
-    max_excess = fmax(max_excess, err - u * fabs(r));
-    if (!(err <= fixed_tol + u * fabs(r))) {
-      ++bad;
-      first = min(first, static_cast<unsigned long long>(ci));
-    }
-  }
-  if (bad) atomicAdd(&out->out_of_budget, bad);
-  if (first != ~0ull) atomicMin(&out->first_bad, first);
-  atomicMax(&out->max_excess_bits,
-            static_cast<unsigned long long>(__double_as_longlong(fmax(max_excess, 0.0))));
-}
-
-// Cold L2 by reading 2x its size (lines left clean), the alternative to the
-// daemon's memset flush, which leaves the L2 full of dirty lines that the timed
-// kernel then pays to write back.
-__global__ void ReadFlushKernel(const uint4* __restrict__ p, int64_t count, unsigned* sink) {
-  unsigned x = 0;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const uint4 v = __ldcg(p + i);
-    x ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (x == 0x9e3779b9u) sink[0] = x;  // practically never: keeps the loads
 }
 
 // Does nothing: its event-timed launch is the part of a small shape's time
@@ -256,33 +102,15 @@ struct Context {
   cublasLtHandle_t lt = nullptr;
   void* lt_workspace = nullptr;
   size_t lt_workspace_bytes = 64ull << 20;  // the daemon's per-stream cuBLASLt workspace
-  void* workspace = nullptr;
-  size_t workspace_bytes = 0;
+  gc::Scratch workspace;
 };
 Context g;
 
-void* Workspace(size_t bytes) {
-  if (bytes == 0) return nullptr;
-  if (bytes > g.workspace_bytes) {
-    CUDA_CHECK(cudaFree(g.workspace));
-    CUDA_CHECK(cudaMalloc(&g.workspace, bytes));
-    g.workspace_bytes = bytes;
-  }
-  return g.workspace;
-}
+void* Workspace(size_t bytes) { return g.workspace.Get(bytes); }
 
-cudaDataType_t CudaType(DType d) { return d == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F; }
-
-// Row-major C = A B as column-major C^T = B^T A^T, with the given leading dims.
 void GemmEx(DType dtype, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
             const void* b, int64_t ldb, void* c, int64_t ldc, cudaStream_t s) {
-  const float alpha = 1.f, beta = 0.f;
-  CUBLAS_CHECK(cublasSetStream(g.cublas, s));
-  CUBLAS_CHECK(cublasGemmEx(g.cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
-                            static_cast<int>(m), static_cast<int>(k), &alpha, b, CudaType(dtype),
-                            static_cast<int>(ldb), a, CudaType(dtype), static_cast<int>(lda),
-                            &beta, c, CudaType(dtype), static_cast<int>(ldc), CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
+  gc::RowMajorGemmEx(g.cublas, dtype, m, n, k, a, lda, b, ldb, c, ldc, s);
 }
 
 void Cublas(const Op& op, cudaStream_t s) {
@@ -384,7 +212,7 @@ LtPlan& LtFor(const Op& op) {
   auto it = g_lt.find(key);
   if (it != g_lt.end()) return it->second;
   LtPlan& p = g_lt[key];
-  const cudaDataType_t t = CudaType(op.dtype);
+  const cudaDataType_t t = gc::CudaType(op.dtype);
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, t, op.n, op.k, op.n));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, t, op.k, op.m, op.k));
@@ -436,20 +264,8 @@ void CublasLt(const Op& op, int rank, cudaStream_t s) {
 
 // A family through its Launcher (kernels/common/launch_args.h), with the scratch it asks for.
 void RunFamily(const k::Launcher& launcher, const Op& op, cudaStream_t s) {
-  k::LaunchArgs args;
-  args.dtype = op.dtype;
-  args.a = op.a;
-  args.b = op.b;
-  args.c = op.c;
-  args.m = op.m;
-  args.n = op.n;
-  args.k = op.k;
-  args.sm_count = g.sm_count;
-  if (launcher.workspace_bytes != nullptr) {
-    args.workspace_bytes = launcher.workspace_bytes(args);
-    args.workspace = Workspace(args.workspace_bytes);
-  }
-  CUDA_CHECK(launcher.launch(args, s));
+  k::LaunchArgs args = gc::Args(op.dtype, op.a, op.b, op.c, op.m, op.n, op.k, g.sm_count);
+  CUDA_CHECK(gc::Launch(launcher, args, g.workspace, s));
 }
 
 void Skinny(const Op& op, cudaStream_t s) { RunFamily(k::kSkinnyStream, op, s); }
@@ -535,9 +351,9 @@ std::vector<Candidate> Candidates() {
 
 struct Buffers {
   Shape s;
-  uint16_t* a = nullptr;
-  uint16_t* b = nullptr;
-  uint16_t* c = nullptr;
+  void* a = nullptr;
+  void* b = nullptr;
+  void* c = nullptr;
   int64_t* rows = nullptr;  // sampled rows (device)
   int nrows = 0;
   double* ref = nullptr;    // nrows x n
@@ -561,19 +377,7 @@ std::vector<int64_t> SampleRows(const Shape& s) {
   return rows;
 }
 
-template <bool kBf16>
-void PrepareT(Buffers& buf, uint64_t seed, cudaStream_t st) {
-  const Shape& s = buf.s;
-  FillKernel<kBf16><<<2048, 256, 0, st>>>(buf.a, s.m * s.k, seed);
-  FillKernel<kBf16><<<2048, 256, 0, st>>>(buf.b, s.k * s.n, seed + 1);
-  CUDA_CHECK(cudaGetLastError());
-  const dim3 grid(static_cast<unsigned>((s.n + 15) / 16), static_cast<unsigned>((buf.nrows + 15) / 16));
-  ReferenceKernel<kBf16><<<grid, dim3(16, 16), 0, st>>>(buf.a, buf.b, buf.rows, buf.nrows, buf.ref,
-                                                        s.n, s.k);
-  CUDA_CHECK(cudaGetLastError());
-}
-
-void Prepare(Buffers& buf, uint64_t seed, cudaStream_t st) {
+void Prepare(Buffers& buf, uint64_t seed, gc::Checker& checker, cudaStream_t st) {
   const Shape& s = buf.s;
   CUDA_CHECK(cudaMalloc(&buf.a, s.m * s.k * 2));
   CUDA_CHECK(cudaMalloc(&buf.b, s.k * s.n * 2));
@@ -583,21 +387,15 @@ void Prepare(Buffers& buf, uint64_t seed, cudaStream_t st) {
   CUDA_CHECK(cudaMalloc(&buf.rows, rows.size() * sizeof(int64_t)));
   CUDA_CHECK(cudaMemcpy(buf.rows, rows.data(), rows.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMalloc(&buf.ref, static_cast<size_t>(buf.nrows) * s.n * sizeof(double)));
-  if (s.dtype == DType::kBF16) {
-    PrepareT<true>(buf, seed, st);
-  } else {
-    PrepareT<false>(buf, seed, st);
-  }
-  unsigned long long* bits;
-  CUDA_CHECK(cudaMalloc(&bits, sizeof *bits));
-  CUDA_CHECK(cudaMemsetAsync(bits, 0, sizeof *bits, st));
-  MaxAbsKernel<<<256, 256, 0, st>>>(buf.ref, static_cast<int64_t>(buf.nrows) * s.n, bits);
-  CUDA_CHECK(cudaGetLastError());
-  unsigned long long host = 0;
-  CUDA_CHECK(cudaMemcpyAsync(&host, bits, sizeof host, cudaMemcpyDeviceToHost, st));
-  CUDA_CHECK(cudaStreamSynchronize(st));
-  std::memcpy(&buf.max_ref, &host, sizeof host);
-  CUDA_CHECK(cudaFree(bits));
+  gc::ForDtype(s.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    gc::FillKernel<T><<<2048, 256, 0, st>>>(static_cast<T*>(buf.a), s.m * s.k, seed);
+    gc::FillKernel<T><<<2048, 256, 0, st>>>(static_cast<T*>(buf.b), s.k * s.n, seed + 1);
+    CUDA_CHECK(cudaGetLastError());
+    gc::LaunchReference(static_cast<const T*>(buf.a), static_cast<const T*>(buf.b), buf.rows,
+                        buf.nrows, buf.ref, s.n, s.k, st);
+  });
+  buf.max_ref = checker.MaxAbs(buf.ref, static_cast<int64_t>(buf.nrows) * s.n, st);
 }
 
 void Release(Buffers& buf) {
@@ -615,31 +413,20 @@ struct Verdict {
 };
 
 // Poisons C and its guard, runs, checks; C keeps the candidate's output.
-Verdict Check(const Candidate& cand, const Buffers& buf, const Op& op, CheckResult* dev,
+Verdict Check(const Candidate& cand, const Buffers& buf, const Op& op, gc::Checker& checker,
               cudaStream_t st) {
   const Shape& s = buf.s;
-  CUDA_CHECK(cudaMemsetAsync(buf.c, 0xff, buf.c_bytes() + kGuardBytes, st));
+  gc::Checker::Poison(buf.c, s.m, s.n, 2, st);
   cand.run(op, st);
   CUDA_CHECK(cudaGetLastError());
-  CUDA_CHECK(cudaMemsetAsync(dev, 0, sizeof(CheckResult), st));
-  CUDA_CHECK(cudaMemsetAsync(&dev->first_bad, 0xff, sizeof(unsigned long long), st));
   const double tol = cand.abs + cand.rel * std::sqrt(double(s.k)) * buf.max_ref;
-  const unsigned char* guard = reinterpret_cast<const unsigned char*>(buf.c) + buf.c_bytes();
-  if (s.dtype == DType::kBF16) {
-    FiniteKernel<true><<<1024, 256, 0, st>>>(buf.c, s.m * s.n, guard, kGuardBytes, dev);
-    CompareKernel<true><<<1024, 256, 0, st>>>(buf.c, buf.rows, buf.nrows, buf.ref, s.n, tol,
-                                              Unit(s.dtype), dev);
-  } else {
-    FiniteKernel<false><<<1024, 256, 0, st>>>(buf.c, s.m * s.n, guard, kGuardBytes, dev);
-    CompareKernel<false><<<1024, 256, 0, st>>>(buf.c, buf.rows, buf.nrows, buf.ref, s.n, tol,
-                                               Unit(s.dtype), dev);
-  }
-  CUDA_CHECK(cudaGetLastError());
   CheckResult r;
-  CUDA_CHECK(cudaMemcpyAsync(&r, dev, sizeof r, cudaMemcpyDeviceToHost, st));
-  CUDA_CHECK(cudaStreamSynchronize(st));
-  double excess;
-  std::memcpy(&excess, &r.max_excess_bits, sizeof excess);
+  gc::ForDtype(s.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    r = checker.Check(static_cast<const T*>(buf.c), s.m, s.n, buf.rows, buf.nrows, buf.ref, tol,
+                      Unit(s.dtype), st);
+  });
+  const double excess = gc::FromBits(r.max_excess_bits);
   Verdict v;
   v.ok = r.nonfinite == 0 && r.out_of_budget == 0 && r.guard_touched == 0;
   const double measured = buf.max_ref > 0 ? excess / (std::sqrt(double(s.k)) * buf.max_ref) : 0;
@@ -660,14 +447,6 @@ std::vector<uint16_t> Download(const void* c, size_t count) {
   return host;
 }
 
-double Percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double pos = q * (v.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
-}
-
 struct Timing {
   std::string name;
   bool raced = true;
@@ -678,7 +457,7 @@ struct Timing {
 
 // ---- skinny's own claims: ragged paths, run-to-run, batch invariance ----------------
 
-int SkinnyClaims(const Candidate& skinny, cudaStream_t st, CheckResult* dev) {
+int SkinnyClaims(const Candidate& skinny, cudaStream_t st, gc::Checker& checker) {
   int failures = 0;
   // Every member (M to 128), every load width (N % 8, % 4, % 2, odd), K % 4 and
   // K % 16 ragged, narrow N (workspace splits), cluster splits.
@@ -695,7 +474,7 @@ int SkinnyClaims(const Candidate& skinny, cudaStream_t st, CheckResult* dev) {
   for (const Shape& s : ragged) {
     Buffers buf;
     buf.s = s;
-    Prepare(buf, seed += 7, st);
+    Prepare(buf, seed += 7, checker, st);
     for (int shift = 0; shift < 2; ++shift) {
       // shift 1: A and B one element past their allocation's alignment (the
       // element-load paths), with operands copied there.
@@ -709,7 +488,7 @@ int SkinnyClaims(const Candidate& skinny, cudaStream_t st, CheckResult* dev) {
         op.a = a1 + 1;
         op.b = b1 + 1;
       }
-      const Verdict v = Check(skinny, buf, op, dev, st);
+      const Verdict v = Check(skinny, buf, op, checker, st);
       if (!v.ok) ++failures;
       std::printf("%-4s skinny %-24s %s headroom %.3g %s\n", v.ok ? "ok" : "FAIL", ShapeText(s).c_str(),
                   shift ? "misaligned" : "aligned   ", v.headroom, v.why.c_str());
@@ -740,7 +519,7 @@ int SkinnyClaims(const Candidate& skinny, cudaStream_t st, CheckResult* dev) {
   for (const Shape& base : bases) {
     Buffers buf;
     buf.s = base;
-    Prepare(buf, seed += 7, st);
+    Prepare(buf, seed += 7, checker, st);
     Op op{base.dtype, buf.a, buf.b, buf.c, base.m, base.n, base.k};
     skinny.run(op, st);
     CUDA_CHECK(cudaStreamSynchronize(st));
@@ -769,15 +548,15 @@ int SkinnyClaims(const Candidate& skinny, cudaStream_t st, CheckResult* dev) {
 
 // A candidate's own ragged shapes, full reference, then run-to-run bits.
 int RaggedChecks(const Candidate& cand, const std::vector<Shape>& shapes, cudaStream_t st,
-                 CheckResult* dev) {
+                 gc::Checker& checker) {
   int failures = 0;
   uint64_t seed = 5000;
   for (const Shape& s : shapes) {
     Buffers buf;
     buf.s = s;
-    Prepare(buf, seed += 13, st);
+    Prepare(buf, seed += 13, checker, st);
     const Op op{s.dtype, buf.a, buf.b, buf.c, s.m, s.n, s.k};
-    const Verdict v = Check(cand, buf, op, dev, st);
+    const Verdict v = Check(cand, buf, op, checker, st);
     if (!v.ok) ++failures;
     const std::vector<uint16_t> first = Download(buf.c, s.m * s.n);
     CUDA_CHECK(cudaMemsetAsync(buf.c, 0xff, buf.c_bytes(), st));
@@ -848,52 +627,33 @@ int main(int argc, char** argv) {
     }
   }
 
-  int device = 0, driver = 0, runtime = 0, cublas_version = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp props{};
-  CUDA_CHECK(cudaGetDeviceProperties(&props, device));
-  CUDA_CHECK(cudaDriverGetVersion(&driver));
-  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-  CUBLAS_CHECK(cublasCreate(&g.cublas));
-  CUBLAS_CHECK(cublasGetVersion(g.cublas, &cublas_version));
+  const gc::Device device = gc::OpenDevice(&g.cublas);
   CUBLAS_CHECK(cublasLtCreate(&g.lt));
   CUDA_CHECK(cudaMalloc(&g.lt_workspace, g.lt_workspace_bytes));
-  g.sm_count = props.multiProcessorCount;
-  std::printf("device: %s, sm_%d%d, %d SMs, L2 %d MB, driver %d, runtime %d, cuBLAS %d\n",
-              props.name, props.major, props.minor, props.multiProcessorCount,
-              props.l2CacheSize >> 20, driver, runtime, cublas_version);
+  g.sm_count = device.props.multiProcessorCount;
+  std::printf("device: %s\n", device.Describe().c_str());
 
   cudaStream_t st;
   CUDA_CHECK(cudaStreamCreate(&st));
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  const size_t flush_bytes = 2 * static_cast<size_t>(props.l2CacheSize);
-  void* flush;
-  CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
-  CheckResult* dev;
-  CUDA_CHECK(cudaMalloc(&dev, sizeof(CheckResult)));
-  unsigned* sink;
-  CUDA_CHECK(cudaMalloc(&sink, sizeof(unsigned)));
+  gc::EventTimer timer;
+  const gc::L2Flush flush(device.props);
+  // Mode 0: the daemon's memset flush; mode 1: a read pass (clean L2).
+  const auto empty_l2 = [&](int mode, int sample) {
+    if (mode == 0) {
+      flush.Write(sample, st);
+    } else {
+      flush.Read(st);
+    }
+  };
+  gc::Checker checker;
 
   {
     // The launch floor under the same events and flushes as every sample below.
     std::vector<double> empty[2];
     for (int r = 0; r < 25; ++r) {
       for (int mode = 0; mode < 2; ++mode) {
-        if (mode == 0) {
-          CUDA_CHECK(cudaMemsetAsync(flush, r & 0xff, flush_bytes, st));
-        } else {
-          ReadFlushKernel<<<4 * g.sm_count, 512, 0, st>>>(static_cast<const uint4*>(flush),
-                                                          flush_bytes / 16, sink);
-        }
-        CUDA_CHECK(cudaEventRecord(start, st));
-        EmptyKernel<<<1, 32, 0, st>>>();
-        CUDA_CHECK(cudaEventRecord(stop, st));
-        CUDA_CHECK(cudaEventSynchronize(stop));
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        empty[mode].push_back(ms * 1e3);
+        empty_l2(mode, r);
+        empty[mode].push_back(timer.Us(st, [&] { EmptyKernel<<<1, 32, 0, st>>>(); }));
       }
     }
     CUDA_CHECK(cudaGetLastError());
@@ -913,14 +673,14 @@ int main(int argc, char** argv) {
         {1000, 138, 8, DType::kBF16, false},   {129, 30522, 768, DType::kF16, false},
         {2056, 2050, 64, DType::kBF16, false}, {520, 1034, 1024, DType::kF16, false}};
     for (const Candidate& c : candidates) {
-      if (c.name == "skinny") failures += SkinnyClaims(c, st, dev);
-      if (c.name.find("cpasync") != std::string::npos) failures += RaggedChecks(c, even_n, st, dev);
+      if (c.name == "skinny") failures += SkinnyClaims(c, st, checker);
+      if (c.name.find("cpasync") != std::string::npos) failures += RaggedChecks(c, even_n, st, checker);
       if (c.name.find("splitk") != std::string::npos && c.name.find("wgmma") == 0) {
         // Clusters of 1 to 8 CTAs per tile (see WgmmaLaunchGeometry), ragged M.
         failures += RaggedChecks(c, {{16, 256, 4096, DType::kBF16, false}, {1, 4096, 4096, DType::kF16, false},
                                      {100, 4104, 3000, DType::kBF16, false}, {64, 2048, 520, DType::kF16, false},
                                      {777, 328, 2048, DType::kBF16, false}, {200, 14336, 4096, DType::kBF16, false}},
-                                 st, dev);
+                                 st, checker);
       }
     }
   }
@@ -946,7 +706,7 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     Buffers buf;
     buf.s = s;
-    Prepare(buf, seed += 11, st);
+    Prepare(buf, seed += 11, checker, st);
     const Op op{s.dtype, buf.a, buf.b, buf.c, s.m, s.n, s.k};
     std::vector<const Candidate*> live;
     std::vector<double> headroom;
@@ -961,7 +721,7 @@ int main(int argc, char** argv) {
         if (!wanted) continue;
       }
       if (!c.covers(op)) continue;
-      const Verdict v = Check(c, buf, op, dev, st);
+      const Verdict v = Check(c, buf, op, checker, st);
       std::printf("%-4s %-26s %-22s headroom %-8.3g %s\n", v.ok ? "ok" : "FAIL", ShapeText(s).c_str(),
                   c.name.c_str(), v.headroom, v.why.c_str());
       std::fflush(stdout);
@@ -984,19 +744,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {
       for (int mode = 0; mode < 2; ++mode) {
         for (size_t i = 0; i < live.size(); ++i) {
-          if (mode == 0) {
-            CUDA_CHECK(cudaMemsetAsync(flush, r & 0xff, flush_bytes, st));
-          } else {
-            ReadFlushKernel<<<4 * g.sm_count, 512, 0, st>>>(static_cast<const uint4*>(flush),
-                                                            flush_bytes / 16, sink);
-          }
-          CUDA_CHECK(cudaEventRecord(start, st));
-          live[i]->run(op, st);
-          CUDA_CHECK(cudaEventRecord(stop, st));
-          CUDA_CHECK(cudaEventSynchronize(stop));
-          float ms = 0;
-          CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-          samples[mode][i].push_back(ms * 1e3);
+          empty_l2(mode, r);
+          samples[mode][i].push_back(timer.Us(st, [&] { live[i]->run(op, st); }));
         }
       }
     }
@@ -1007,10 +756,12 @@ int main(int argc, char** argv) {
       Timing t;
       t.name = live[i]->name;
       t.raced = live[i]->raced;
-      t.median = Percentile(samples[0][i], 0.5);
-      t.iqr = (Percentile(samples[0][i], 0.75) - Percentile(samples[0][i], 0.25)) / t.median;
-      t.median_read = Percentile(samples[1][i], 0.5);
-      t.iqr_read = (Percentile(samples[1][i], 0.75) - Percentile(samples[1][i], 0.25)) / t.median_read;
+      const gc::Summary memset_flush = gc::Summarize(samples[0][i]);
+      const gc::Summary read_flush = gc::Summarize(samples[1][i]);
+      t.median = memset_flush.median;
+      t.iqr = memset_flush.spread;
+      t.median_read = read_flush.median;
+      t.iqr_read = read_flush.spread;
       t.headroom = headroom[i];
       row.t.push_back(t);
     }

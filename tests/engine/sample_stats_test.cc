@@ -55,6 +55,31 @@ TEST(SampleStatsTest, CompareWithAnUnsampledCandidateHasNoPairs) {
   EXPECT_EQ(samples.Compare("missing", "a").pairs, 0);
 }
 
+TEST(SampleStatsTest, TheSignTestBoundRankGrowsWithTheRounds) {
+  // The largest k with P(Binomial(n, 1/2) <= k - 1) <= 2.5%, at least 1.
+  EXPECT_EQ(SignTestLowRank(0), 0);
+  EXPECT_EQ(SignTestLowRank(1), 1);
+  EXPECT_EQ(SignTestLowRank(5), 1);   // 1/32 > 2.5%: every round must agree
+  EXPECT_EQ(SignTestLowRank(6), 1);   // 1/64
+  EXPECT_EQ(SignTestLowRank(9), 2);   // 10/512 = 1.95%; 46/512 = 9% is over
+  EXPECT_EQ(SignTestLowRank(10), 2);  // 11/1024; 56/1024 is over
+  EXPECT_EQ(SignTestLowRank(20), 6);
+  EXPECT_EQ(SignTestLowRank(100), 40);
+}
+
+TEST(SampleStatsTest, CompareBoundsTheMedianRatioFromBelow) {
+  // Ratios 0.9, 1.1, 1.2, ..., 1.9 over 10 rounds: the bound is the 2nd smallest.
+  RaceSamples samples;
+  for (int round = 0; round < 10; ++round) {
+    samples.Add("a", round, (round == 0 ? 0.9 : 1.0 + 0.1 * round) * 1e-6);
+    samples.Add("b", round, 1e-6);
+  }
+  const PairedRatio r = samples.Compare("a", "b");
+  EXPECT_EQ(r.pairs, 10);
+  EXPECT_EQ(r.low_rank, 2);
+  EXPECT_NEAR(r.low, 1.1, 1e-12);
+}
+
 TEST(SampleStatsTest, AZeroTimeGivesNoRatio) {
   // A sample below the timer's resolution reads 0: no ratio, not an infinite one.
   RaceSamples samples;
