@@ -3,8 +3,8 @@
 # what is missing, builds everything, runs every test with ctest (GPU tests,
 # label `gpu`, report themselves skipped where no GPU is visible; the soak and
 # kill -9 harness is label `soak`), then each libFuzzer target for 30 s
-# (scripts/fuzz.sh: clang, ASan + UBSan, its own build tree), then the engine
-# tests under ASan + UBSan in the fuzz targets' tree (scripts/sanitize.sh asan). Arguments go to ctest. ARBITER_FUZZ_IN_TEST=0 skips the
+# (scripts/fuzz.sh: clang, ASan + UBSan, its own build tree), then the GPU-free
+# test binaries under ASan + UBSan in the fuzz targets' tree (scripts/sanitize.sh asan). Arguments go to ctest. ARBITER_FUZZ_IN_TEST=0 skips the
 # fuzz stage and ARBITER_SANITIZE_IN_TEST=0 the sanitizer stage (quicker local runs).
 # Prints each stage's wall time last.
 set -euo pipefail
