@@ -14,8 +14,8 @@
 # DIR/sanitize-reports/BINARY/ (log_path); a binary passes when it exits 0 and no process of it
 # reported anything. Figures: tests/reliability/RESULTS.md, "Sanitizers".
 # Prints one line per test binary and a summary; exits non-zero when any fails.
-# Usage: scripts/sanitize.sh [asan|tsan]...   (default: both; scripts/test.sh runs asan after the
-# fuzz stage, ARBITER_SANITIZE_IN_TEST=0 skips it; tsan by hand until it has passed repeatedly)
+# Usage: scripts/sanitize.sh [asan|tsan]...   (default: both; scripts/test.sh runs both after the
+# fuzz stage, ARBITER_SANITIZE_IN_TEST=0 skips them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
