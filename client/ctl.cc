@@ -55,6 +55,15 @@ std::string Sci(double value) {
   return buf;
 }
 
+// `table`, or the line `none` when it has no rows.
+void PrintTableOr(std::ostream& os, const Table& table, const char* none) {
+  if (table.empty()) {
+    os << none << "\n";
+  } else {
+    table.Print(os);
+  }
+}
+
 // Key/value lines with the values aligned.
 void PrintFields(std::ostream& os, const std::vector<std::pair<std::string, std::string>>& fields) {
   size_t width = 0;
@@ -190,6 +199,15 @@ int Ctl::RpcError(const char* what, const grpc::Status& status) {
 int Ctl::UsageError(const std::string& message) {
   err_ << "arbiterctl: " << message << " (see arbiterctl --help)\n";
   return kExitUsage;
+}
+
+int Ctl::Reply(const google::protobuf::Message& response, const std::function<void()>& print) {
+  if (json_) {
+    PrintJson(response);
+  } else {
+    print();
+  }
+  return kExitOk;
 }
 
 void Ctl::PrintJson(const google::protobuf::Message& message) {
@@ -396,21 +414,18 @@ int Ctl::Select() {
   request.set_tuning(tuning);
   v1::SelectResponse response;
   if (grpc::Status s = client_.Select(request, &response); !s.ok()) return RpcError("select", s);
-  if (json_) {
-    PrintJson(response);
-    return kExitOk;
-  }
-  PrintFields(out_, {{"problem", ProblemText(request.problem())},
-                     {"candidate", response.candidate() + "@v" +
-                                       std::to_string(response.candidate_version())},
-                     {"source", SourceName(response.source())},
-                     {"bucket", response.bucket()},
-                     {"reason", response.reason()}});
-  if (response.has_verdict()) {
-    out_ << "\n";
-    PrintVerdict(response.verdict());
-  }
-  return kExitOk;
+  return Reply(response, [&] {
+    PrintFields(out_, {{"problem", ProblemText(request.problem())},
+                       {"candidate", response.candidate() + "@v" +
+                                         std::to_string(response.candidate_version())},
+                       {"source", SourceName(response.source())},
+                       {"bucket", response.bucket()},
+                       {"reason", response.reason()}});
+    if (response.has_verdict()) {
+      out_ << "\n";
+      PrintVerdict(response.verdict());
+    }
+  });
 }
 
 int Ctl::Candidates() {
@@ -418,27 +433,25 @@ int Ctl::Candidates() {
   if (grpc::Status s = client_.ListCandidates(&response); !s.ok()) {
     return RpcError("candidates", s);
   }
-  if (json_) {
-    PrintJson(response);
-    return kExitOk;
-  }
-  Table table({"name", "version", "tier", "dtypes", "determinism", "arch", "eligible", "note"});
-  for (const v1::CandidateInfo& c : response.candidates()) {
-    std::string dtypes, determinism, arch;
-    for (const v1::MemberContract& m : c.members()) {
-      dtypes += (dtypes.empty() ? "" : ",") + DTypeShortName(m.dtype());
-      determinism = DeterminismShort(m.determinism());
-      arch = m.arch();
+  return Reply(response, [&] {
+    Table table({"name", "version", "tier", "dtypes", "determinism", "arch", "eligible", "note"});
+    for (const v1::CandidateInfo& c : response.candidates()) {
+      std::string dtypes, determinism, arch;
+      for (const v1::MemberContract& m : c.members()) {
+        dtypes += (dtypes.empty() ? "" : ",") + DTypeShortName(m.dtype());
+        determinism = DeterminismShort(m.determinism());
+        arch = m.arch();
+      }
+      std::string note = c.ineligible_reason();
+      for (const v1::QuarantineEntry& q : c.quarantine()) {
+        note += (note.empty() ? "" : "; ") + std::string("quarantined ") + q.scope() + ": " +
+                q.reason();
+      }
+      table.AddRow({c.name(), std::to_string(c.version()), std::to_string(c.tier()), dtypes,
+                    determinism, arch, c.eligible() ? "yes" : "no", note});
     }
-    std::string note = c.ineligible_reason();
-    for (const v1::QuarantineEntry& q : c.quarantine()) {
-      note += (note.empty() ? "" : "; ") + std::string("quarantined ") + q.scope() + ": " + q.reason();
-    }
-    table.AddRow({c.name(), std::to_string(c.version()), std::to_string(c.tier()), dtypes,
-                  determinism, arch, c.eligible() ? "yes" : "no", note});
-  }
-  table.Print(out_);
-  return kExitOk;
+    table.Print(out_);
+  });
 }
 
 int Ctl::Verdicts() {
@@ -454,25 +467,22 @@ int Ctl::Verdicts() {
   if (grpc::Status s = client_.ListVerdicts(request, &response); !s.ok()) {
     return RpcError("verdicts", s);
   }
-  if (json_) {
-    PrintJson(response);
-    return kExitOk;
-  }
-  if (response.verdicts().empty()) out_ << "no verdicts\n";
-  for (int i = 0; i < response.verdicts_size(); ++i) {
-    if (i > 0) out_ << "\n";
-    PrintVerdict(response.verdicts(i));
-  }
-  if (!response.forces().empty()) {
-    out_ << "\nforces\n";
-    Table table({"dtype", "bucket", "shape", "candidate", "reach", "reason"});
-    for (const v1::Force& f : response.forces()) {
-      table.AddRow({DTypeShortName(f.dtype()), f.bucket(), f.scope().empty() ? "*" : f.scope(),
-                    f.candidate(), f.reach() == v1::REACH_NODE ? "node" : "fleet", f.reason()});
+  return Reply(response, [&] {
+    if (response.verdicts().empty()) out_ << "no verdicts\n";
+    for (int i = 0; i < response.verdicts_size(); ++i) {
+      if (i > 0) out_ << "\n";
+      PrintVerdict(response.verdicts(i));
     }
-    table.Print(out_);
-  }
-  return kExitOk;
+    if (!response.forces().empty()) {
+      out_ << "\nforces\n";
+      Table table({"dtype", "bucket", "shape", "candidate", "reach", "reason"});
+      for (const v1::Force& f : response.forces()) {
+        table.AddRow({DTypeShortName(f.dtype()), f.bucket(), f.scope().empty() ? "*" : f.scope(),
+                      f.candidate(), f.reach() == v1::REACH_NODE ? "node" : "fleet", f.reason()});
+      }
+      table.Print(out_);
+    }
+  });
 }
 
 bool Ctl::ParseReach(bool scope_is_reach, v1::Reach* reach) {
@@ -503,14 +513,11 @@ int Ctl::Force() {
   request.set_exact_shape(args_.Has("exact"));
   v1::ForceResponse response;
   if (grpc::Status s = client_.Force(request, &response); !s.ok()) return RpcError("force", s);
-  if (json_) {
-    PrintJson(response);
-  } else {
+  return Reply(response, [&] {
     out_ << "forced " << DTypeShortName(request.problem().dtype()) << " " << response.bucket()
          << (response.scope().empty() ? "" : " shape " + response.scope()) << " to "
          << request.candidate() << "\n";
-  }
-  return kExitOk;
+  });
 }
 
 int Ctl::Unforce() {
@@ -522,14 +529,11 @@ int Ctl::Unforce() {
   request.set_exact_shape(args_.Has("exact"));
   v1::UnforceResponse response;
   if (grpc::Status s = client_.Unforce(request, &response); !s.ok()) return RpcError("unforce", s);
-  if (json_) {
-    PrintJson(response);
-  } else {
+  return Reply(response, [&] {
     out_ << (response.removed() ? "removed the force on " : "no force on ")
          << DTypeShortName(request.problem().dtype()) << " " << response.bucket()
          << (response.scope().empty() ? "" : " shape " + response.scope()) << "\n";
-  }
-  return kExitOk;
+  });
 }
 
 int Ctl::Invalidate() {
@@ -555,13 +559,10 @@ int Ctl::Invalidate() {
   if (grpc::Status s = client_.Invalidate(request, &response); !s.ok()) {
     return RpcError("invalidate", s);
   }
-  if (json_) {
-    PrintJson(response);
-  } else {
+  return Reply(response, [&] {
     out_ << "removed " << response.removed() << " verdict" << (response.removed() == 1 ? "" : "s")
          << "\n";
-  }
-  return kExitOk;
+  });
 }
 
 int Ctl::Tune() {
@@ -609,20 +610,13 @@ int Ctl::Quarantine() {
     if (grpc::Status s = client_.ListQuarantine(&response); !s.ok()) {
       return RpcError("quarantine list", s);
     }
-    if (json_) {
-      PrintJson(response);
-      return kExitOk;
-    }
-    if (response.entries().empty()) {
-      out_ << "no quarantined candidates\n";
-      return kExitOk;
-    }
-    Table table({"candidate", "version", "scope", "reason"});
-    for (const v1::QuarantineEntry& q : response.entries()) {
-      table.AddRow({q.candidate(), std::to_string(q.version()), q.scope(), q.reason()});
-    }
-    table.Print(out_);
-    return kExitOk;
+    return Reply(response, [&] {
+      Table table({"candidate", "version", "scope", "reason"});
+      for (const v1::QuarantineEntry& q : response.entries()) {
+        table.AddRow({q.candidate(), std::to_string(q.version()), q.scope(), q.reason()});
+      }
+      PrintTableOr(out_, table, "no quarantined candidates");
+    });
   }
   if (action == "clear") {
     v1::ClearQuarantineRequest request;
@@ -634,13 +628,10 @@ int Ctl::Quarantine() {
     if (grpc::Status s = client_.ClearQuarantine(request, &response); !s.ok()) {
       return RpcError("quarantine clear", s);
     }
-    if (json_) {
-      PrintJson(response);
-    } else {
+    return Reply(response, [&] {
       out_ << "removed " << response.removed() << " quarantine entr"
            << (response.removed() == 1 ? "y" : "ies") << "\n";
-    }
-    return kExitOk;
+    });
   }
   if (action == "add") {
     if (!args_.Has("candidate") || !args_.Has("reason")) {
@@ -654,12 +645,9 @@ int Ctl::Quarantine() {
     if (!ParseReach(false, &reach)) return kExitUsage;
     request.set_reach(reach);
     if (grpc::Status s = client_.Quarantine(request); !s.ok()) return RpcError("quarantine add", s);
-    if (json_) {
-      PrintJson(v1::QuarantineResponse());
-    } else {
+    return Reply(v1::QuarantineResponse(), [&] {
       out_ << "quarantined " << request.candidate() << " (" << request.scope() << ")\n";
-    }
-    return kExitOk;
+    });
   }
   return UsageError("quarantine: expected list, clear or add, got \"" + action + "\"");
 }
@@ -701,67 +689,50 @@ int Ctl::DeviceMatmul(v1::MatmulRequest* request, const Operands& ops,
 int Ctl::Regions() {
   v1::ListRegionsResponse response;
   if (grpc::Status s = client_.ListAllRegions(&response); !s.ok()) return RpcError("regions", s);
-  if (json_) {
-    PrintJson(response);
-    return kExitOk;
-  }
-  Table table({"id", "kind", "bytes", "owner", "label"});
-  for (const v1::Region& r : response.regions()) {
-    table.AddRow({r.id(), EnumSuffix(v1::RegionKind_Name(r.kind()), "REGION_KIND_"),
-                  std::to_string(r.bytes()), r.owner().address(), r.label()});
-  }
-  if (table.empty()) {
-    out_ << "no regions\n";
-  } else {
-    table.Print(out_);
-  }
-  return kExitOk;
+  return Reply(response, [&] {
+    Table table({"id", "kind", "bytes", "owner", "label"});
+    for (const v1::Region& r : response.regions()) {
+      table.AddRow({r.id(), EnumSuffix(v1::RegionKind_Name(r.kind()), "REGION_KIND_"),
+                    std::to_string(r.bytes()), r.owner().address(), r.label()});
+    }
+    PrintTableOr(out_, table, "no regions");
+  });
 }
 
 int Ctl::Tensors() {
   v1::ListTensorsResponse response;
   if (grpc::Status s = client_.ListAllTensors(&response); !s.ok()) return RpcError("tensors", s);
-  if (json_) {
-    PrintJson(response);
-    return kExitOk;
-  }
-  Table table({"handle", "bytes", "owner", "label"});
-  for (const v1::Tensor& t : response.tensors()) {
-    table.AddRow({t.handle(), std::to_string(t.bytes()), t.owner().address(), t.label()});
-  }
-  if (table.empty()) {
-    out_ << "no resident tensors\n";
-  } else {
-    table.Print(out_);
-  }
-  return kExitOk;
+  return Reply(response, [&] {
+    Table table({"handle", "bytes", "owner", "label"});
+    for (const v1::Tensor& t : response.tensors()) {
+      table.AddRow({t.handle(), std::to_string(t.bytes()), t.owner().address(), t.label()});
+    }
+    PrintTableOr(out_, table, "no resident tensors");
+  });
 }
 
 int Ctl::Info() {
   v1::ServerInfoResponse response;
   if (grpc::Status s = client_.ServerInfo(&response); !s.ok()) return RpcError("info", s);
-  if (json_) {
-    PrintJson(response);
-    return kExitOk;
-  }
-  std::vector<std::pair<std::string, std::string>> fields = {
-      {"server", client_.options().server},
-      {"version", response.version()},
-      {"backend", response.backend()},
-      {"device", response.device_name()},
-      {"arch", response.arch()},
-      {"uuid", response.uuid().empty() ? "-" : response.uuid()},
-      {"tuning", response.tuning()},
-      {"candidates", std::to_string(response.candidates())},
-      {"verdicts", std::to_string(response.verdicts())},
-      {"measurements", std::to_string(response.measurements()) + " since start"},
-      {"store", response.store_path()},
-      {"fingerprint", response.fingerprint()}};
-  std::map<std::string, std::string> versions(response.versions().begin(),
-                                              response.versions().end());
-  for (const auto& [name, version] : versions) fields.push_back({name, version});
-  PrintFields(out_, fields);
-  return kExitOk;
+  return Reply(response, [&] {
+    std::vector<std::pair<std::string, std::string>> fields = {
+        {"server", client_.options().server},
+        {"version", response.version()},
+        {"backend", response.backend()},
+        {"device", response.device_name()},
+        {"arch", response.arch()},
+        {"uuid", response.uuid().empty() ? "-" : response.uuid()},
+        {"tuning", response.tuning()},
+        {"candidates", std::to_string(response.candidates())},
+        {"verdicts", std::to_string(response.verdicts())},
+        {"measurements", std::to_string(response.measurements()) + " since start"},
+        {"store", response.store_path()},
+        {"fingerprint", response.fingerprint()}};
+    std::map<std::string, std::string> versions(response.versions().begin(),
+                                                response.versions().end());
+    for (const auto& [name, version] : versions) fields.push_back({name, version});
+    PrintFields(out_, fields);
+  });
 }
 
 int Ctl::Health() {

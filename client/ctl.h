@@ -7,6 +7,7 @@
 // Not thread-safe; one command per process.
 #pragma once
 
+#include <functional>
 #include <ostream>
 #include <set>
 #include <string>
@@ -63,6 +64,8 @@ class Ctl {
   int RpcError(const char* what, const grpc::Status& status);
   int UsageError(const std::string& message);
   void PrintJson(const google::protobuf::Message& message);
+  // `response` as JSON under --json, else as `print` writes it for people; kExitOk.
+  int Reply(const google::protobuf::Message& response, const std::function<void()>& print);
   void PrintVerdict(const v1::Verdict& v);
 
   ArbiterClient& client_;

@@ -57,6 +57,7 @@ absl::Status ValidateCandidate(const CandidateSpec& spec) {
     if (!(c.shape == first.shape)) {
       return Refuse(spec, "family members disagree on shape coverage");
     }
+    if (!(c.tile == first.tile)) return Refuse(spec, "family members disagree on tile");
   }
   return absl::OkStatus();
 }

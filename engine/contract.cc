@@ -1,5 +1,6 @@
 #include "engine/contract.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +36,7 @@ std::ostream& operator<<(std::ostream& os, const MemberContract& c) {
   if (s.max_m != INT64_MAX) os << ", M<=" << s.max_m;
   if (s.max_n != INT64_MAX) os << ", N<=" << s.max_n;
   if (s.max_k != INT64_MAX) os << ", K<=" << s.max_k;
+  if (c.tile.known()) os << ", tile " << TileName(c.tile);
   return os << "]";
 }
 
@@ -79,7 +81,36 @@ absl::Status ValidateMemberContract(const MemberContract& c) {
   RETURN_IF_ERROR(CheckRange("m", s.min_m, s.max_m, s.align_m));
   RETURN_IF_ERROR(CheckRange("n", s.min_n, s.max_n, s.align_n));
   RETURN_IF_ERROR(CheckRange("k", s.min_k, s.max_k, s.align_k));
+  const OutputTile& t = c.tile;
+  if (t.rows < 0 || (t.known() && (t.cols < 1 || t.max_split_k < 1 || t.ctas_per_sm < 1))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tile: expected rows 0 (unknown) or rows, cols, max_split_k and ctas_per_sm >= 1, got ",
+        t.rows, "x", t.cols, ", split ", t.max_split_k, ", ", t.ctas_per_sm, " per SM"));
+  }
   return absl::OkStatus();
+}
+
+std::string TileName(const OutputTile& t) {
+  if (!t.known()) return "unknown";
+  std::string name = absl::StrCat(t.rows, "x", t.cols);
+  if (t.max_split_k > 1) absl::StrAppend(&name, "/k", t.max_split_k);
+  return name;
+}
+
+double TileEfficiency(const OutputTile& t, const Problem& p, int multiprocessors) {
+  if (!t.known() || p.m < 1 || p.n < 1) return 1;
+  const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  const int64_t tiles_m = ceil_div(p.m, t.rows), tiles_n = ceil_div(p.n, t.cols);
+  const double padded_m = static_cast<double>(tiles_m * t.rows);
+  const double padded_n = static_cast<double>(tiles_n * t.cols);
+  const double fill = static_cast<double>(p.m) * static_cast<double>(p.n) / (padded_m * padded_n);
+  if (multiprocessors < 1) return fill;
+  const int64_t slots = int64_t{multiprocessors} * t.ctas_per_sm;
+  const int64_t tiles = tiles_m * tiles_n;
+  const int64_t splits = std::clamp<int64_t>(ceil_div(slots, tiles), 1, t.max_split_k);
+  const int64_t ctas = tiles * splits;
+  const int64_t waves = ceil_div(ctas, slots);
+  return fill * static_cast<double>(ctas) / static_cast<double>(waves * slots);
 }
 
 std::string CoverageGap(const ShapeCoverage& s, const Problem& p) {

@@ -46,6 +46,32 @@ struct ShapeCoverage {
   bool operator==(const ShapeCoverage&) const = default;
 };
 
+// The tile of C one CTA computes, where the kernel fixes it. How well a shape
+// fills whole tiles, and waves of them over the device's multiprocessors,
+// changes from shape to shape inside a bucket (a 128-row tile is exact at 256
+// rows and wastes 47% at 136), so a measurement at one shape says less about
+// another for a candidate whose fill differs between them: refinement races
+// such candidates (engine/refinement.h). rows == 0: unknown, as for a vendor
+// library that picks its kernel per shape. A model of the launch that chooses
+// what to measure, never who wins.
+struct OutputTile {
+  int64_t rows = 0;         // C rows per tile; 0: unknown
+  int64_t cols = 0;         // C columns per tile
+  int64_t max_split_k = 1;  // K split over up to this many CTAs per tile while slots are idle
+  int64_t ctas_per_sm = 1;  // CTAs resident per multiprocessor: a wave is that many per SM
+  bool known() const { return rows > 0; }
+  bool operator==(const OutputTile&) const = default;
+};
+
+// "128x256", "64x256/k8" (split over up to 8), or "unknown".
+std::string TileName(const OutputTile& tile);
+
+// Useful over launched work at `p`: C's area over the area of the tiles that
+// cover it, times - where `multiprocessors` > 0 - the share of the launch's
+// waves of CTA slots that hold a CTA (the K split taken as large as fills one
+// wave, up to max_split_k). 1 where the tile is unknown.
+double TileEfficiency(const OutputTile& tile, const Problem& p, int multiprocessors);
+
 // One member of a contract family: a single dtype's entry point. Members of a
 // family must agree on everything except `entry` and `accuracy`.
 struct MemberContract {
@@ -55,6 +81,7 @@ struct MemberContract {
   Determinism determinism = Determinism::kNondeterministic;
   std::string arch;                 // envelope: "cpu", "sm_80+", "sm_90a", ...
   ShapeCoverage shape;
+  OutputTile tile;                  // unknown by default
 };
 
 std::ostream& operator<<(std::ostream& os, const MemberContract& c);

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "engine/load_as.h"
+
 namespace arbiter {
 
 size_t ElementSize(DType dtype) {
@@ -96,10 +98,10 @@ float BFloat16ToFloat(uint16_t bits) {
 
 double LoadAsDouble(DType dtype, const void* data, size_t i) {
   switch (dtype) {
-    case DType::kF32: return static_cast<const float*>(data)[i];
-    case DType::kF64: return static_cast<const double*>(data)[i];
-    case DType::kF16: return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DType::kBF16: return BFloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF32: return LoadAs<DType::kF32>(data, i);
+    case DType::kF64: return LoadAs<DType::kF64>(data, i);
+    case DType::kF16: return LoadAs<DType::kF16>(data, i);
+    case DType::kBF16: return LoadAs<DType::kBF16>(data, i);
   }
   return std::numeric_limits<double>::quiet_NaN();
 }

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <set>
 #include <utility>
+#include <variant>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -16,13 +18,14 @@
 #include "engine/dtype.h"
 #include "engine/pg_connection.h"
 #include "engine/pg_listener.h"
+#include "engine/verdict_rows.h"
 #include "spdlog/spdlog.h"
 
 namespace arbiter {
 namespace {
 
-// The only op stored today; part of the verdict key so other ops can join later.
-constexpr char kOp[] = "matmul";
+using verdict_rows::KeyText;
+using verdict_rows::kOp;
 
 // The migration's transaction-scoped advisory lock, in the two-int key space (which
 // leases, in the one-bigint space, never share): "arbi", 1.
@@ -133,64 +136,32 @@ constexpr char kForceSelect[] =
 // fingerprint - tab-separated, the fingerprint last since it may hold anything.
 constexpr char kPayloadVersion[] = "1";
 
-std::string KeyText(const std::string& fingerprint, DType dtype, const Bucket& bucket) {
-  return absl::StrCat(fingerprint, " ", DTypeName(dtype), " ", bucket.ToString());
-}
+// A row of a PgResult as verdict_rows reads it.
+class PgRow {
+ public:
+  PgRow(const PgResult& result, int row) : result_(result), row_(row) {}
+  std::string Text(int col) const { return result_.Text(row_, col); }
+  absl::StatusOr<int64_t> Int(int col) const { return result_.Int(row_, col); }
+  absl::StatusOr<double> Real(int col) const { return result_.Real(row_, col); }
 
-// A stored enum or bucket name this build does not know is damage, not a miss.
-template <typename T, typename Parser>
-absl::StatusOr<T> ParseColumn(const char* column, const std::string& text, Parser parse) {
-  std::optional<T> value = parse(text);
-  if (!value) {
-    return absl::DataLossError(
-        absl::StrCat("verdict store: column ", column, " holds unknown value \"", text, "\""));
+ private:
+  const PgResult& result_;
+  int row_;
+};
+
+// A row of verdict_rows as bound parameters.
+std::vector<PgValue> PgValues(const std::vector<verdict_rows::Value>& row) {
+  std::vector<PgValue> out;
+  out.reserve(row.size());
+  for (const verdict_rows::Value& value : row) {
+    if (const auto* text = std::get_if<std::string>(&value)) {
+      out.push_back(*text);
+    } else if (const auto* integer = std::get_if<int64_t>(&value)) {
+      out.push_back(PgInt(*integer));
+    } else {
+      out.push_back(PgReal(std::get<double>(value)));
+    }
   }
-  return *value;
-}
-
-absl::StatusOr<Verdict> ReadVerdict(const PgResult& r, int row) {
-  Verdict v;
-  v.fingerprint = r.Text(row, 0);
-  ASSIGN_OR_RETURN(v.dtype, ParseColumn<DType>("verdicts.dtype", r.Text(row, 1), ParseDType));
-  using Key = std::pair<Bucket, VerdictScope>;
-  ASSIGN_OR_RETURN(const Key key, ParseColumn<Key>("verdicts.bucket", r.Text(row, 2), ParseStoreKey));
-  v.bucket = key.first;
-  v.scope = key.second;
-  v.candidates = r.Text(row, 3);
-  v.winner = r.Text(row, 4);
-  ASSIGN_OR_RETURN(int64_t winner_version, r.Int(row, 5));
-  v.winner_version = static_cast<int>(winner_version);
-  ASSIGN_OR_RETURN(
-      v.source, ParseColumn<VerdictSource>("verdicts.source", r.Text(row, 6), ParseVerdictSource));
-  v.reason = r.Text(row, 7);
-  ASSIGN_OR_RETURN(v.measured.dtype,
-                   ParseColumn<DType>("verdicts.measured_dtype", r.Text(row, 8), ParseDType));
-  ASSIGN_OR_RETURN(v.measured.m, r.Int(row, 9));
-  ASSIGN_OR_RETURN(v.measured.n, r.Int(row, 10));
-  ASSIGN_OR_RETURN(v.measured.k, r.Int(row, 11));
-  ASSIGN_OR_RETURN(v.created_unix, r.Int(row, 12));
-  return v;
-}
-
-absl::StatusOr<CandidateResult> ReadResult(const PgResult& r, int row) {
-  const int c = kFirstResultColumn + 1;  // past the ordinal
-  CandidateResult out;
-  out.name = r.Text(row, c);
-  ASSIGN_OR_RETURN(int64_t version, r.Int(row, c + 1));
-  out.version = static_cast<int>(version);
-  ASSIGN_OR_RETURN(int64_t tier, r.Int(row, c + 2));
-  out.tier = static_cast<int>(tier);
-  ASSIGN_OR_RETURN(out.determinism, ParseColumn<Determinism>("verdict_results.determinism",
-                                                             r.Text(row, c + 3), ParseDeterminism));
-  ASSIGN_OR_RETURN(out.state, ParseColumn<ResultState>("verdict_results.state", r.Text(row, c + 4),
-                                                       ParseResultState));
-  out.reason = r.Text(row, c + 5);
-  ASSIGN_OR_RETURN(out.median_seconds, r.Real(row, c + 6));
-  ASSIGN_OR_RETURN(out.spread, r.Real(row, c + 7));
-  ASSIGN_OR_RETURN(int64_t samples, r.Int(row, c + 8));
-  out.samples = static_cast<int>(samples);
-  ASSIGN_OR_RETURN(out.max_abs_error, r.Real(row, c + 9));
-  ASSIGN_OR_RETURN(out.max_rel_error, r.Real(row, c + 10));
   return out;
 }
 
@@ -198,31 +169,19 @@ absl::StatusOr<CandidateResult> ReadResult(const PgResult& r, int row) {
 absl::StatusOr<std::vector<Verdict>> ReadVerdicts(const PgResult& r) {
   std::vector<Verdict> verdicts;
   for (int row = 0; row < r.rows(); ++row) {
-    ASSIGN_OR_RETURN(Verdict v, ReadVerdict(r, row));
+    ASSIGN_OR_RETURN(Verdict v, verdict_rows::ReadVerdict(PgRow(r, row)));
     if (verdicts.empty() || verdicts.back().dtype != v.dtype ||
         verdicts.back().bucket != v.bucket || !(verdicts.back().scope == v.scope)) {
       verdicts.push_back(std::move(v));
     }
     if (!r.IsNull(row, kFirstResultColumn)) {
-      ASSIGN_OR_RETURN(CandidateResult result, ReadResult(r, row));
+      // Past the ordinal.
+      ASSIGN_OR_RETURN(CandidateResult result,
+                       verdict_rows::ReadResult(PgRow(r, row), kFirstResultColumn + 1));
       verdicts.back().results.push_back(std::move(result));
     }
   }
   return verdicts;
-}
-
-absl::StatusOr<Force> ReadForce(const PgResult& r, int row) {
-  Force f;
-  f.fingerprint = r.Text(row, 0);
-  ASSIGN_OR_RETURN(f.dtype, ParseColumn<DType>("forces.dtype", r.Text(row, 1), ParseDType));
-  using Key = std::pair<Bucket, VerdictScope>;
-  ASSIGN_OR_RETURN(const Key key, ParseColumn<Key>("forces.bucket", r.Text(row, 2), ParseStoreKey));
-  f.bucket = key.first;
-  f.scope = key.second;
-  f.candidate = r.Text(row, 3);
-  f.reason = r.Text(row, 4);
-  ASSIGN_OR_RETURN(f.created_unix, r.Int(row, 5));
-  return f;
 }
 
 PgValue OptionalText(const std::optional<std::string>& text) { return text; }
@@ -609,13 +568,7 @@ absl::Status PostgresVerdictStore::PutVerdict(const Verdict& v) {
       absl::StrAppend(&insert_results, f > 1 ? ", $" : "$", i * kResultFields + f);
     }
     absl::StrAppend(&insert_results, ")");
-    const CandidateResult& r = v.results[i];
-    for (PgValue value :
-         {PgValue(v.fingerprint), PgValue(kOp), PgValue(dtype), PgValue(bucket),
-          PgInt(static_cast<int64_t>(i)), PgValue(r.name), PgInt(r.version), PgInt(r.tier),
-          PgValue(DeterminismName(r.determinism)), PgValue(ResultStateName(r.state)),
-          PgValue(r.reason), PgReal(r.median_seconds), PgReal(r.spread), PgInt(r.samples),
-          PgReal(r.max_abs_error), PgReal(r.max_rel_error)}) {
+    for (PgValue& value : PgValues(verdict_rows::ResultRow(v, i))) {
       result_values.push_back(std::move(value));
     }
   }
@@ -642,10 +595,7 @@ absl::Status PostgresVerdictStore::PutVerdict(const Verdict& v) {
                   "reason = EXCLUDED.reason, measured_dtype = EXCLUDED.measured_dtype, "
                   "measured_m = EXCLUDED.measured_m, measured_n = EXCLUDED.measured_n, "
                   "measured_k = EXCLUDED.measured_k, created_unix = EXCLUDED.created_unix",
-                  {v.fingerprint, std::string(kOp), dtype, bucket, v.candidates, v.winner,
-                   PgInt(v.winner_version), std::string(VerdictSourceName(v.source)), v.reason,
-                   std::string(DTypeName(v.measured.dtype)), PgInt(v.measured.m),
-                   PgInt(v.measured.n), PgInt(v.measured.k), PgInt(v.created_unix)})
+                  PgValues(verdict_rows::VerdictRow(v)))
             .status());
     RETURN_IF_ERROR(conn.Exec(op,
                               "DELETE FROM arbiter.verdict_results WHERE fingerprint = $1 AND "
@@ -787,7 +737,7 @@ absl::StatusOr<std::optional<Force>> PostgresVerdictStore::GetForce(const std::s
                      conn.Exec(op, sql.c_str(),
                                {fingerprint, std::string(DTypeName(dtype)), bucket.ToString()}));
     if (rows.rows() > 0) {
-      ASSIGN_OR_RETURN(found, ReadForce(rows, 0));
+      ASSIGN_OR_RETURN(found, verdict_rows::ReadForce(PgRow(rows, 0)));
     }
     return absl::OkStatus();
   }));
@@ -830,7 +780,7 @@ absl::StatusOr<std::vector<Force>> PostgresVerdictStore::ListForces(
     ASSIGN_OR_RETURN(PgResult rows, conn.Exec(op, sql.c_str(), {fingerprint}));
     forces.clear();
     for (int row = 0; row < rows.rows(); ++row) {
-      ASSIGN_OR_RETURN(Force f, ReadForce(rows, row));
+      ASSIGN_OR_RETURN(Force f, verdict_rows::ReadForce(PgRow(rows, row)));
       forces.push_back(std::move(f));
     }
     return absl::OkStatus();

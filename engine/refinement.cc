@@ -73,6 +73,83 @@ std::vector<std::string> Leaders(const Verdict& v, const RefineOptions& options)
   return out;
 }
 
+std::vector<TileEntrant> TileEntrants(const Verdict& v, const Problem& p,
+                                      const std::vector<std::string>& leaders,
+                                      const std::map<std::string, OutputTile>& tiles,
+                                      int multiprocessors, const RefineOptions& options) {
+  struct Row {
+    const CandidateResult* result;
+    const OutputTile* tile;  // null: unknown
+    double there = 1, here = 1;  // tile efficiency at the measured shape and at `p`
+    double predicted = 0;        // the median, over the efficiency's change
+  };
+  std::vector<Row> rows;
+  for (const CandidateResult& r : v.results) {
+    if (!r.timed()) continue;
+    Row row{&r, nullptr};
+    if (auto it = tiles.find(r.name); it != tiles.end() && it->second.known()) {
+      row.tile = &it->second;
+      row.there = TileEfficiency(*row.tile, v.measured, multiprocessors);
+      row.here = TileEfficiency(*row.tile, p, multiprocessors);
+    }
+    row.predicted = row.here > 0 ? r.median_seconds * row.there / row.here : r.median_seconds;
+    rows.push_back(row);
+  }
+  if (rows.empty()) return {};
+  const auto changed = [&](const Row& r) {
+    const double ratio = r.here / r.there;
+    return ratio > 1 + options.tile_change || ratio * (1 + options.tile_change) < 1;
+  };
+  const auto pct = [](double x) { return absl::StrFormat("%.0f%%", x * 100); };
+  double best_predicted = rows.front().predicted, fastest = rows.front().result->median_seconds;
+  const Row* winner = nullptr;
+  for (const Row& r : rows) {
+    best_predicted = std::min(best_predicted, r.predicted);
+    fastest = std::min(fastest, r.result->median_seconds);
+    if (r.result->name == v.winner) winner = &r;
+  }
+  const std::string at = v.measured.ToString();
+  std::vector<std::pair<double, TileEntrant>> out;  // by predicted time
+  for (const Row& r : rows) {
+    const std::string& name = r.result->name;
+    if (std::find(leaders.begin(), leaders.end(), name) != leaders.end()) continue;
+    std::string why;
+    const bool in_reach = r.predicted <= best_predicted * (1 + options.tile_margin);
+    if (r.tile != nullptr && in_reach && changed(r)) {
+      why = absl::StrCat("its ", TileName(*r.tile), " tiles' efficiency is ", pct(r.here),
+                         " here, ", pct(r.there), " at ", at);
+    } else if (r.tile != nullptr && in_reach && winner != nullptr && winner->tile != nullptr &&
+               r.here > winner->here) {
+      why = absl::StrCat("its ", TileName(*r.tile), " tiles fill this shape better (", pct(r.here),
+                         ") than the winner's ", TileName(*winner->tile), " (", pct(winner->here),
+                         ")");
+    } else if (in_reach && winner != nullptr && changed(*winner) &&
+               r.predicted <= winner->predicted * (1 + options.leader_margin)) {
+      why = absl::StrCat("within the leaders' margin of the winner once its ",
+                         TileName(*winner->tile), " tiles' efficiency here (", pct(winner->here),
+                         ", ", pct(winner->there), " at ", at, ") is counted");
+    } else if (r.tile != nullptr &&
+               r.result->median_seconds <= fastest * (1 + options.tile_margin)) {
+      const bool first_of_tile = std::none_of(rows.begin(), rows.end(), [&](const Row& o) {
+        return o.tile != nullptr && *o.tile == *r.tile &&
+               o.result->median_seconds < r.result->median_seconds;
+      });
+      if (first_of_tile) {
+        why = absl::StrCat("the fastest with ", TileName(*r.tile), " tiles at ", at);
+      }
+    }
+    if (!why.empty()) out.push_back({r.predicted, TileEntrant{name, std::move(why)}});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<TileEntrant> entrants;
+  for (auto& [predicted, e] : out) {
+    if (static_cast<int>(entrants.size()) >= options.max_tile_entrants) break;
+    entrants.push_back(std::move(e));
+  }
+  return entrants;
+}
+
 Decision DecideRefinement(const std::vector<CandidateResult>& results, Determinism required,
                           const std::optional<std::string>& previous,
                           const std::optional<std::string>& fallback, const NoisePolicy& noise,

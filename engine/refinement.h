@@ -7,24 +7,27 @@
 // A bucket's verdict is measured at one shape and serves all of the bucket.
 // A shape that is hot (served from the bucket's verdict `hot_after` times) or
 // named by `tune` gets a verdict of its own, raced among the bucket verdict's
-// leaders at that exact shape with the same oracle, claims and lead safety.
-// The fastest there serves it (DecideRefinement): the bucket's winner was
-// measured at another shape, so it is no incumbent here. Where the fastest beat
-// the bucket's winner beyond the noise, the bucket splits in two half-octaves on
-// the dimension that separates the two shapes: the half holding the bucket's
-// measured shape keeps the bucket's figures, the other half is raced in full at
-// the refined shape.
+// leaders (Leaders) and the candidates whose declared tile fills that shape
+// differently (TileEntrants) at that exact shape, with the same oracle, claims
+// and lead safety. The fastest there serves it (DecideRefinement): the bucket's
+// winner was measured at another shape, so it is no incumbent here. Where the
+// fastest beat the bucket's winner beyond the noise, the bucket splits in two
+// half-octaves on the dimension that separates the two shapes: the half holding
+// the bucket's measured shape keeps the bucket's figures, the other half takes
+// the refinement's race at the refined shape.
 //
 // Thread-safe: free functions.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/bucket.h"
+#include "engine/contract.h"
 #include "engine/problem.h"
 #include "engine/selection.h"
 #include "engine/verdict.h"
@@ -48,6 +51,22 @@ struct RefineOptions {
   // raced there. Four cost a median 5.7 ms of device time per refined shape
   // (H200, dims <= 4096, goal <= 20 ms); each entrant adds about its share.
   int max_leaders = 6;
+  // Tile entrants (TileEntrants): a declared tile's efficiency at the refined
+  // shape over this fraction off its efficiency at the measured shape changes
+  // what the measurement there says.
+  double tile_change = 0.15;
+  // Tile entrants race only while predicted (their time at the measured shape
+  // over their efficiency's change) within this fraction of the best predicted;
+  // the fastest of each tile shape, while measured within it of the fastest.
+  double tile_margin = 1.0;
+  // At most this many tile entrants on top of the leaders, best predicted first.
+  int max_tile_entrants = 4;
+  // Device time of a refinement race's timed samples (each entrant still gets
+  // MeasureOptions::min_samples): the bucket race's budget scaled to the entrants
+  // over the eligible, and at most this. On the H200 a refined shape at dims <=
+  // 4096 cost a median 7.7 ms, its worst 29-40 ms where a split raced every
+  // candidate a second time (goal <= 20 ms).
+  double device_budget_seconds = 0.015;
 };
 
 // The names a refinement of `bucket_verdict` races: its winner, the fastest
@@ -56,6 +75,30 @@ struct RefineOptions {
 // within leader_margin of the winner, fastest first, until the winner and these
 // number max_leaders.
 std::vector<std::string> Leaders(const Verdict& bucket_verdict, const RefineOptions& options);
+
+// A candidate a refinement races beyond the leaders, and why.
+struct TileEntrant {
+  std::string name;
+  std::string why;
+};
+
+// The candidates a refinement of `bucket_verdict` at `p` races on top of
+// `leaders`, because a declared tile (`tiles`, by name; absent or unknown:
+// judged by measurement alone, as Leaders does) fills `p` differently from the
+// measured shape, on a device of `multiprocessors` (0: tiles' fill only, no
+// waves). Among the candidates the verdict timed: one whose tile efficiency
+// changes by over tile_change; one whose tile fills `p` better than the
+// winner's; the fastest of each tile shape; and one within leader_margin of
+// the winner once the winner's own change of efficiency is counted (a 128-row
+// winner measured at 256 rows wastes 47% at 136). Each of these but the fastest
+// of a tile shape races only while its predicted time - its median over its
+// efficiency's change - is within tile_margin of the best predicted; the fastest
+// of a tile shape, while its median is within tile_margin of the fastest's.
+// Best predicted first, at most max_tile_entrants.
+std::vector<TileEntrant> TileEntrants(const Verdict& bucket_verdict, const Problem& p,
+                                      const std::vector<std::string>& leaders,
+                                      const std::map<std::string, OutputTile>& tiles,
+                                      int multiprocessors, const RefineOptions& options);
 
 // Who serves a refined shape, among `results` (its race at that shape) meeting
 // `required`: the fastest there. The bucket's winner is no incumbent at a shape

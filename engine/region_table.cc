@@ -1,15 +1,11 @@
 #include "engine/region_table.h"
 
 #include <chrono>
-#include <cinttypes>
-#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 
 namespace arbiter {
 namespace {
-
-constexpr size_t kMaxLabelBytes = 128;
 
 int64_t NowUnix() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -24,12 +20,6 @@ absl::Status NotFound(const std::string& id, const Peer& peer) {
 
 }  // namespace
 
-std::string RandomId(char prefix, std::mt19937_64& rng) {
-  char text[18];
-  std::snprintf(text, sizeof text, "%c%016" PRIx64, prefix, static_cast<uint64_t>(rng()));
-  return text;
-}
-
 RegionTable::RegionTable(Backend& backend, RegionQuota quota)
     : backend_(backend), quota_(quota), ids_(std::random_device{}()) {}
 
@@ -38,10 +28,7 @@ absl::StatusOr<RegionInfo> RegionTable::Register(const Peer& owner, const Region
   if (source.bytes <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("bytes: expected >= 1, got ", source.bytes));
   }
-  if (label.size() > kMaxLabelBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("label: expected at most ", kMaxLabelBytes, " bytes, got ", label.size()));
-  }
+  RETURN_IF_ERROR(CheckLabel(label));
   const std::string key = owner.quota_key();
   {
     absl::MutexLock lock(&mu_);
@@ -63,10 +50,7 @@ absl::StatusOr<RegionInfo> RegionTable::Register(const Peer& owner, const Region
   absl::StatusOr<std::unique_ptr<Buffer>> memory = backend_.MapRegion(source);
   absl::MutexLock lock(&mu_);
   if (!memory.ok()) {
-    Usage& used = usage_[key];
-    --used.regions;
-    used.bytes -= source.bytes;
-    if (used.regions == 0) usage_.erase(key);
+    Unreserve(key, source.bytes);
     return memory.status();
   }
   auto region = std::make_shared<Region>();
@@ -78,73 +62,54 @@ absl::StatusOr<RegionInfo> RegionTable::Register(const Peer& owner, const Region
   region->info.created_unix = NowUnix();
   region->memory = *std::move(memory);
   RegionInfo info = region->info;
-  regions_.emplace(info.id, std::move(region));
+  regions_.Add(info.id, std::move(region));
   return info;
+}
+
+void RegionTable::Unreserve(const std::string& key, int64_t bytes) {
+  Usage& used = usage_[key];
+  --used.regions;
+  used.bytes -= bytes;
+  if (used.regions == 0) usage_.erase(key);
 }
 
 absl::Status RegionTable::Unregister(const Peer& peer, const std::string& id) {
   std::shared_ptr<const Region> released;  // unmapped outside the lock (when its last user ends)
   absl::MutexLock lock(&mu_);
-  const auto it = regions_.find(id);
-  if (it == regions_.end() || it->second->info.owner.owner() != peer.owner()) return NotFound(id, peer);
-  released = std::move(it->second);
-  regions_.erase(it);
-  Usage& used = usage_[released->info.owner.quota_key()];
-  --used.regions;
-  used.bytes -= released->info.bytes;
-  if (used.regions == 0) usage_.erase(released->info.owner.quota_key());
+  released = regions_.Take(peer, id);
+  if (released == nullptr) return NotFound(id, peer);
+  Unreserve(released->info.owner.quota_key(), released->info.bytes);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<const Region>> RegionTable::Find(const Peer& peer,
                                                                 const std::string& id) const {
   absl::MutexLock lock(&mu_);
-  const auto it = regions_.find(id);
-  if (it == regions_.end() || it->second->info.owner.owner() != peer.owner()) return NotFound(id, peer);
-  return it->second;
+  std::shared_ptr<const Region> region = regions_.Find(peer, id);
+  if (region == nullptr) return NotFound(id, peer);
+  return region;
 }
 
 std::vector<RegionInfo> RegionTable::List(const Peer* owner) const {
-  std::vector<RegionInfo> out;
   absl::MutexLock lock(&mu_);
-  for (const auto& [id, region] : regions_) {
-    if (owner == nullptr || region->info.owner.owner() == owner->owner()) out.push_back(region->info);
-  }
-  return out;
+  return regions_.List(owner);
 }
 
 int RegionTable::ReleaseOwner(const std::string& owner) {
   std::vector<std::shared_ptr<const Region>> released;
   {
     absl::MutexLock lock(&mu_);
-    for (auto it = regions_.begin(); it != regions_.end();) {
-      if (it->second->info.owner.owner() != owner) {
-        ++it;
-        continue;
-      }
-      const std::string key = it->second->info.owner.quota_key();
-      Usage& used = usage_[key];
-      --used.regions;
-      used.bytes -= it->second->info.bytes;
-      if (used.regions == 0) usage_.erase(key);
-      released.push_back(std::move(it->second));
-      it = regions_.erase(it);
+    released = regions_.TakeOwner(owner);
+    for (const auto& region : released) {
+      Unreserve(region->info.owner.quota_key(), region->info.bytes);
     }
   }
   return static_cast<int>(released.size());  // unmapped here, outside the lock
 }
 
 ResidencyTotals RegionTable::Totals() const {
-  ResidencyTotals t;
   absl::MutexLock lock(&mu_);
-  for (const auto& [id, region] : regions_) {
-    ++t.count;
-    t.bytes += region->info.bytes;
-    auto& [count, bytes] = t.per_uid[region->info.owner.uid];
-    ++count;
-    bytes += region->info.bytes;
-  }
-  return t;
+  return regions_.Totals();
 }
 
 }  // namespace arbiter

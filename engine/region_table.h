@@ -26,6 +26,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/backend.h"
+#include "engine/owned_map.h"
 #include "engine/peer.h"
 #include "engine/status.h"
 
@@ -49,13 +50,6 @@ struct RegionInfo {
 struct Region {
   RegionInfo info;
   std::unique_ptr<Buffer> memory;
-};
-
-// Counts for metrics: all regions, and per uid (a bounded label: the node's users).
-struct ResidencyTotals {
-  int64_t count = 0;
-  int64_t bytes = 0;
-  std::map<int, std::pair<int64_t, int64_t>> per_uid;  // uid -> (count, bytes)
 };
 
 class RegionTable {
@@ -84,16 +78,16 @@ class RegionTable {
     int64_t bytes = 0;
   };
 
+  // Gives back what Register reserved for `key`.
+  void Unreserve(const std::string& key, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   Backend& backend_;
   const RegionQuota quota_;
   mutable absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<const Region>> regions_ ABSL_GUARDED_BY(mu_);
+  OwnedMap<Region> regions_ ABSL_GUARDED_BY(mu_);
   // Per quota key, registered plus being mapped (reserved before MapRegion).
   std::map<std::string, Usage> usage_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 ids_ ABSL_GUARDED_BY(mu_);
 };
-
-// "r1f3c..." / "t9a0b...": a prefix and 16 hex digits from `rng`.
-std::string RandomId(char prefix, std::mt19937_64& rng);
 
 }  // namespace arbiter

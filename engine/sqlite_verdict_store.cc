@@ -6,17 +6,20 @@
 #include <cmath>
 #include <limits>
 #include <string_view>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "engine/contract.h"
 #include "engine/dtype.h"
+#include "engine/verdict_rows.h"
 
 namespace arbiter {
 namespace {
 
-// The only op stored today; part of the verdict key so other ops can join later.
-constexpr char kOp[] = "matmul";
+using verdict_rows::KeyText;
+using verdict_rows::kOp;
 
 // How long a writer waits for another connection's lock before giving up.
 constexpr int kBusyTimeoutMs = 5000;
@@ -163,6 +166,25 @@ class Statement {
   Statement& BindOptionalText(int i, const std::optional<std::string>& text) {
     return text ? BindText(i, *text) : BindNull(i);
   }
+  // ?1..?N from a row of verdict_rows.
+  Statement& BindRow(const std::vector<verdict_rows::Value>& row) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      const int at = static_cast<int>(i) + 1;
+      std::visit(
+          [&](const auto& value) {
+            using V = std::decay_t<decltype(value)>;
+            if constexpr (std::is_same_v<V, std::string>) {
+              BindText(at, value);
+            } else if constexpr (std::is_same_v<V, int64_t>) {
+              BindInt(at, value);
+            } else {
+              BindReal(at, value);
+            }
+          },
+          row[i]);
+    }
+    return *this;
+  }
 
   // True with a row to read, false when done.
   absl::StatusOr<bool> Step() {
@@ -245,21 +267,6 @@ class Transaction {
   bool open_ = false;
 };
 
-// A stored enum or bucket name this build does not know is damage, not a miss.
-template <typename T, typename Parser>
-absl::StatusOr<T> ParseColumn(const char* column, const std::string& text, Parser parse) {
-  std::optional<T> value = parse(text);
-  if (!value) {
-    return absl::DataLossError(
-        absl::StrCat("verdict store: column ", column, " holds unknown value \"", text, "\""));
-  }
-  return *value;
-}
-
-std::string KeyText(const std::string& fingerprint, DType dtype, const Bucket& bucket) {
-  return absl::StrCat(fingerprint, " ", std::string(DTypeName(dtype)), " ", bucket.ToString());
-}
-
 // The schema_version in meta; nullopt for a store with no meta table (a new file).
 absl::StatusOr<std::optional<int64_t>> ReadSchemaVersion(sqlite3* db) {
   ASSIGN_OR_RETURN(Statement has_meta,
@@ -278,30 +285,17 @@ absl::StatusOr<std::optional<int64_t>> ReadSchemaVersion(sqlite3* db) {
   return read.ReadInt(0);
 }
 
-// Reads the columns of kVerdictColumns; results are loaded separately.
-absl::StatusOr<Verdict> ReadVerdictRow(const Statement& row) {
-  Verdict v;
-  v.fingerprint = row.ReadText(0);
-  ASSIGN_OR_RETURN(v.dtype, ParseColumn<DType>("verdicts.dtype", row.ReadText(1), ParseDType));
-  using Key = std::pair<Bucket, VerdictScope>;
-  ASSIGN_OR_RETURN(const Key key,
-                   ParseColumn<Key>("verdicts.bucket", row.ReadText(2), ParseStoreKey));
-  v.bucket = key.first;
-  v.scope = key.second;
-  v.candidates = row.ReadText(3);
-  v.winner = row.ReadText(4);
-  v.winner_version = static_cast<int>(row.ReadInt(5));
-  ASSIGN_OR_RETURN(v.source, ParseColumn<VerdictSource>("verdicts.source", row.ReadText(6),
-                                                        ParseVerdictSource));
-  v.reason = row.ReadText(7);
-  ASSIGN_OR_RETURN(v.measured.dtype,
-                   ParseColumn<DType>("verdicts.measured_dtype", row.ReadText(8), ParseDType));
-  v.measured.m = row.ReadInt(9);
-  v.measured.n = row.ReadInt(10);
-  v.measured.k = row.ReadInt(11);
-  v.created_unix = row.ReadInt(12);
-  return v;
-}
+// A result row as verdict_rows reads it.
+class SqliteRow {
+ public:
+  explicit SqliteRow(const Statement& stmt) : stmt_(stmt) {}
+  std::string Text(int col) const { return stmt_.ReadText(col); }
+  absl::StatusOr<int64_t> Int(int col) const { return stmt_.ReadInt(col); }
+  absl::StatusOr<double> Real(int col) const { return stmt_.ReadReal(col); }
+
+ private:
+  const Statement& stmt_;
+};
 
 // Fills v.results, in the order they were put. `query` is prepared from
 // kResultsQuery and reused across verdicts.
@@ -318,20 +312,7 @@ absl::Status LoadResults(Statement& query, Verdict& v) {
   while (true) {
     ASSIGN_OR_RETURN(bool row, query.Step());
     if (!row) break;
-    CandidateResult r;
-    r.name = query.ReadText(0);
-    r.version = static_cast<int>(query.ReadInt(1));
-    r.tier = static_cast<int>(query.ReadInt(2));
-    ASSIGN_OR_RETURN(r.determinism, ParseColumn<Determinism>("verdict_results.determinism",
-                                                             query.ReadText(3), ParseDeterminism));
-    ASSIGN_OR_RETURN(r.state, ParseColumn<ResultState>("verdict_results.state",
-                                                       query.ReadText(4), ParseResultState));
-    r.reason = query.ReadText(5);
-    r.median_seconds = query.ReadReal(6);
-    r.spread = query.ReadReal(7);
-    r.samples = static_cast<int>(query.ReadInt(8));
-    r.max_abs_error = query.ReadReal(9);
-    r.max_rel_error = query.ReadReal(10);
+    ASSIGN_OR_RETURN(CandidateResult r, verdict_rows::ReadResult(SqliteRow(query), 0));
     v.results.push_back(std::move(r));
   }
   return query.Reset();
@@ -351,21 +332,6 @@ void BindScope(Statement& stmt, const std::optional<DType>& dtype,
     stmt.BindNull(4);
   }
   stmt.BindOptionalText(5, candidate);
-}
-
-absl::StatusOr<Force> ReadForceRow(const Statement& row) {
-  Force f;
-  f.fingerprint = row.ReadText(0);
-  ASSIGN_OR_RETURN(f.dtype, ParseColumn<DType>("forces.dtype", row.ReadText(1), ParseDType));
-  using Key = std::pair<Bucket, VerdictScope>;
-  ASSIGN_OR_RETURN(const Key key,
-                   ParseColumn<Key>("forces.bucket", row.ReadText(2), ParseStoreKey));
-  f.bucket = key.first;
-  f.scope = key.second;
-  f.candidate = row.ReadText(3);
-  f.reason = row.ReadText(4);
-  f.created_unix = row.ReadInt(5);
-  return f;
 }
 
 constexpr char kForceColumns[] =
@@ -511,21 +477,7 @@ absl::Status SqliteVerdictStore::PutVerdict(const Verdict& v) {
                                         "measured_dtype, measured_m, measured_n, measured_k, "
                                         "created_unix) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
                                         "?9, ?10, ?11, ?12, ?13, ?14)"));
-    insert.BindText(1, v.fingerprint)
-        .BindText(2, kOp)
-        .BindText(3, dtype)
-        .BindText(4, bucket)
-        .BindText(5, v.candidates)
-        .BindText(6, v.winner)
-        .BindInt(7, v.winner_version)
-        .BindText(8, VerdictSourceName(v.source))
-        .BindText(9, v.reason)
-        .BindText(10, DTypeName(v.measured.dtype))
-        .BindInt(11, v.measured.m)
-        .BindInt(12, v.measured.n)
-        .BindInt(13, v.measured.k)
-        .BindInt(14, v.created_unix);
-    RETURN_IF_ERROR(insert.Run());
+    RETURN_IF_ERROR(insert.BindRow(verdict_rows::VerdictRow(v)).Run());
 
     ASSIGN_OR_RETURN(Statement result,
                      Statement::Prepare(db_, op,
@@ -535,24 +487,7 @@ absl::Status SqliteVerdictStore::PutVerdict(const Verdict& v) {
                                         "max_abs_error, max_rel_error) VALUES (?1, ?2, ?3, ?4, "
                                         "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"));
     for (size_t i = 0; i < v.results.size(); ++i) {
-      const CandidateResult& r = v.results[i];
-      result.BindText(1, v.fingerprint)
-          .BindText(2, kOp)
-          .BindText(3, dtype)
-          .BindText(4, bucket)
-          .BindInt(5, static_cast<int64_t>(i))
-          .BindText(6, r.name)
-          .BindInt(7, r.version)
-          .BindInt(8, r.tier)
-          .BindText(9, DeterminismName(r.determinism))
-          .BindText(10, ResultStateName(r.state))
-          .BindText(11, r.reason)
-          .BindReal(12, r.median_seconds)
-          .BindReal(13, r.spread)
-          .BindInt(14, r.samples)
-          .BindReal(15, r.max_abs_error)
-          .BindReal(16, r.max_rel_error);
-      RETURN_IF_ERROR(result.Run());
+      RETURN_IF_ERROR(result.BindRow(verdict_rows::ResultRow(v, i)).Run());
     }
   }
   return txn.Commit(op);
@@ -581,7 +516,7 @@ absl::StatusOr<Verdict> SqliteVerdictStore::GetVerdict(const std::string& finger
       return absl::NotFoundError(absl::StrCat("verdict store: no verdict for ",
                                               KeyText(fingerprint, dtype, bucket)));
     }
-    ASSIGN_OR_RETURN(v, ReadVerdictRow(query));
+    ASSIGN_OR_RETURN(v, verdict_rows::ReadVerdict(SqliteRow(query)));
     ASSIGN_OR_RETURN(Statement results, Statement::Prepare(db_, op, kResultsQuery));
     RETURN_IF_ERROR(LoadResults(results, v));
   }
@@ -607,7 +542,7 @@ absl::StatusOr<std::vector<Verdict>> SqliteVerdictStore::ListVerdicts(
     while (true) {
       ASSIGN_OR_RETURN(bool row, query.Step());
       if (!row) break;
-      ASSIGN_OR_RETURN(Verdict v, ReadVerdictRow(query));
+      ASSIGN_OR_RETURN(Verdict v, verdict_rows::ReadVerdict(SqliteRow(query)));
       RETURN_IF_ERROR(LoadResults(results, v));
       verdicts.push_back(std::move(v));
     }
@@ -684,7 +619,7 @@ absl::StatusOr<std::optional<Force>> SqliteVerdictStore::GetForce(const std::str
   query.BindText(1, fingerprint).BindText(2, DTypeName(dtype)).BindText(3, bucket.ToString());
   ASSIGN_OR_RETURN(bool found, query.Step());
   if (!found) return std::optional<Force>();
-  ASSIGN_OR_RETURN(Force f, ReadForceRow(query));
+  ASSIGN_OR_RETURN(Force f, verdict_rows::ReadForce(SqliteRow(query)));
   return std::optional<Force>(std::move(f));
 }
 
@@ -717,7 +652,7 @@ absl::StatusOr<std::vector<Force>> SqliteVerdictStore::ListForces(const std::str
   while (true) {
     ASSIGN_OR_RETURN(bool row, query.Step());
     if (!row) break;
-    ASSIGN_OR_RETURN(Force f, ReadForceRow(query));
+    ASSIGN_OR_RETURN(Force f, verdict_rows::ReadForce(SqliteRow(query)));
     forces.push_back(std::move(f));
   }
   return forces;

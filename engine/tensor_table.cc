@@ -7,8 +7,6 @@
 namespace arbiter {
 namespace {
 
-constexpr size_t kMaxLabelBytes = 128;
-
 int64_t NowUnix() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -32,10 +30,7 @@ absl::StatusOr<std::unique_ptr<TensorTable::Upload>> TensorTable::Begin(const Pe
     return absl::InvalidArgumentError(
         absl::StrCat("bytes: expected >= 1 in the upload's first message, got ", bytes));
   }
-  if (label.size() > kMaxLabelBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("label: expected at most ", kMaxLabelBytes, " bytes, got ", label.size()));
-  }
+  RETURN_IF_ERROR(CheckLabel(label));
   auto tensor = std::make_shared<Tensor>();
   {
     absl::MutexLock lock(&mu_);
@@ -106,7 +101,7 @@ absl::StatusOr<TensorInfo> TensorTable::Upload::Commit() {
   tensor_->info.created_unix = NowUnix();
   TensorInfo info = tensor_->info;
   absl::MutexLock lock(&table_.mu_);
-  table_.tensors_.emplace(info.handle, std::move(tensor_));
+  table_.tensors_.Add(info.handle, std::move(tensor_));
   tensor_ = nullptr;
   return info;
 }
@@ -114,12 +109,8 @@ absl::StatusOr<TensorInfo> TensorTable::Upload::Commit() {
 absl::Status TensorTable::Release(const Peer& peer, const std::string& handle) {
   std::shared_ptr<const Tensor> released;  // freed outside the lock, once its last user ends
   absl::MutexLock lock(&mu_);
-  const auto it = tensors_.find(handle);
-  if (it == tensors_.end() || it->second->info.owner.owner() != peer.owner()) {
-    return NotFound(handle, peer);
-  }
-  released = std::move(it->second);
-  tensors_.erase(it);
+  released = tensors_.Take(peer, handle);
+  if (released == nullptr) return NotFound(handle, peer);
   Unreserve(released->info);
   return absl::OkStatus();
 }
@@ -127,50 +118,29 @@ absl::Status TensorTable::Release(const Peer& peer, const std::string& handle) {
 absl::StatusOr<std::shared_ptr<const Tensor>> TensorTable::Find(const Peer& peer,
                                                                 const std::string& handle) const {
   absl::MutexLock lock(&mu_);
-  const auto it = tensors_.find(handle);
-  if (it == tensors_.end() || it->second->info.owner.owner() != peer.owner()) {
-    return NotFound(handle, peer);
-  }
-  return it->second;
+  std::shared_ptr<const Tensor> tensor = tensors_.Find(peer, handle);
+  if (tensor == nullptr) return NotFound(handle, peer);
+  return tensor;
 }
 
 std::vector<TensorInfo> TensorTable::List(const Peer* owner) const {
-  std::vector<TensorInfo> out;
   absl::MutexLock lock(&mu_);
-  for (const auto& [handle, tensor] : tensors_) {
-    if (owner == nullptr || tensor->info.owner.owner() == owner->owner()) out.push_back(tensor->info);
-  }
-  return out;
+  return tensors_.List(owner);
 }
 
 int TensorTable::ReleaseOwner(const std::string& owner) {
   std::vector<std::shared_ptr<const Tensor>> released;
   {
     absl::MutexLock lock(&mu_);
-    for (auto it = tensors_.begin(); it != tensors_.end();) {
-      if (it->second->info.owner.owner() != owner) {
-        ++it;
-        continue;
-      }
-      Unreserve(it->second->info);
-      released.push_back(std::move(it->second));
-      it = tensors_.erase(it);
-    }
+    released = tensors_.TakeOwner(owner);
+    for (const auto& tensor : released) Unreserve(tensor->info);
   }
   return static_cast<int>(released.size());
 }
 
 ResidencyTotals TensorTable::Totals() const {
-  ResidencyTotals t;
   absl::MutexLock lock(&mu_);
-  for (const auto& [handle, tensor] : tensors_) {
-    ++t.count;
-    t.bytes += tensor->info.bytes;
-    auto& [count, bytes] = t.per_uid[tensor->info.owner.uid];
-    ++count;
-    bytes += tensor->info.bytes;
-  }
-  return t;
+  return tensors_.Totals();
 }
 
 }  // namespace arbiter

@@ -29,8 +29,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/backend.h"
+#include "engine/owned_map.h"
 #include "engine/peer.h"
-#include "engine/region_table.h"
 #include "engine/status.h"
 #include "engine/stream_pool.h"
 
@@ -100,7 +100,7 @@ class TensorTable {
   StreamPool& streams_;
   const TensorLimits limits_;
   mutable absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<const Tensor>> tensors_ ABSL_GUARDED_BY(mu_);
+  OwnedMap<Tensor> tensors_ ABSL_GUARDED_BY(mu_);
   int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;           // tensors and uploads in progress
   std::map<std::string, int64_t> per_peer_ ABSL_GUARDED_BY(mu_);  // quota key -> tensors and uploads
   std::mt19937_64 ids_ ABSL_GUARDED_BY(mu_);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -611,7 +612,8 @@ absl::StatusOr<Verdict> Tuner::RaceAt(const std::shared_ptr<Job>& job,
                                       const std::vector<const RegisteredCandidate*>& eligible,
                                       const std::vector<const RegisteredCandidate*>& racers,
                                       const std::optional<std::string>& incumbent,
-                                      const NotRaced& not_raced, RaceSamples* samples) {
+                                      const NotRaced& not_raced, const MeasureOptions& measure,
+                                      RaceSamples* samples) {
   const Problem& p = job->problem;
   const auto t0 = std::chrono::steady_clock::now();
   // The highest tiers first: a fast early median lets hopeless candidates stop early.
@@ -631,7 +633,7 @@ absl::StatusOr<Verdict> Tuner::RaceAt(const std::shared_ptr<Job>& job,
   {
     ASSIGN_OR_RETURN(StreamPool::Lease stream, streams_.Acquire(/*bounded=*/false, context));
     Hooks hooks(*this, job, stream, context);
-    Measurer measurer(backend_, *stream, options_.measure, &hooks);
+    Measurer measurer(backend_, *stream, measure, &hooks);
     absl::StatusOr<MeasureReport> m = measurer.Race(p, order);
     hooks.Finished();
     // A fault in the last candidate's runs shows here, with the journal still naming it.
@@ -749,7 +751,8 @@ absl::StatusOr<Verdict> Tuner::MeasureBucket(const std::shared_ptr<Job>& job) {
   if (prev.ok() && !prev->winner.empty()) incumbent = prev->winner;
   spdlog::info("measuring {} (bucket {}) over {} candidates", p.ToString(), bucket.ToString(),
                eligible.size());
-  ASSIGN_OR_RETURN(Verdict v, RaceAt(job, eligible, eligible, incumbent, nullptr));
+  ASSIGN_OR_RETURN(Verdict v,
+                   RaceAt(job, eligible, eligible, incumbent, nullptr, options_.measure));
   if (set_aside) {
     node_verdicts_.Put(v);
     cache_.Put(key, v);
@@ -824,15 +827,30 @@ absl::StatusOr<Verdict> Tuner::RefineShape(const std::shared_ptr<Job>& job, cons
                                            const std::vector<const RegisteredCandidate*>& eligible) {
   const Problem& p = job->problem;
   const std::vector<std::string> leaders = Leaders(bucket, options_.refine);
+  std::map<std::string, OutputTile> tiles;
+  for (const RegisteredCandidate* c : eligible) {
+    if (const CandidateMember* member = c->spec.Member(p.dtype)) {
+      tiles[c->spec.name] = member->contract.tile;
+    }
+  }
+  const std::vector<TileEntrant> by_tile = TileEntrants(
+      bucket, p, leaders, tiles, backend_.info().multiprocessors, options_.refine);
+  std::vector<std::string> names = leaders;
+  std::string tile_reasons;
+  for (const TileEntrant& e : by_tile) {
+    names.push_back(e.name);
+    absl::StrAppend(&tile_reasons, tile_reasons.empty() ? "" : "; ", e.name, ": ", e.why);
+  }
   std::vector<const RegisteredCandidate*> racers;
-  for (const std::string& name : leaders) {
+  for (const std::string& name : names) {
     for (const RegisteredCandidate* c : eligible) {
       if (c->spec.name == name) racers.push_back(c);
     }
   }
   const std::string at = bucket.measured.ToString();
-  spdlog::info("refining {} inside bucket {} (measured at {}) over {} leading candidates",
-               p.ToString(), bucket.bucket.ToString(), at, racers.size());
+  spdlog::info("refining {} inside bucket {} (measured at {}) over {} leading candidates{}{}",
+               p.ToString(), bucket.bucket.ToString(), at, racers.size(),
+               tile_reasons.empty() ? "" : " and by tile: ", tile_reasons);
   const auto not_raced = [&](const RegisteredCandidate& c) {
     const CandidateResult* r = bucket.Result(c.spec.name);
     const CandidateResult* w = bucket.Result(bucket.winner);
@@ -843,11 +861,20 @@ absl::StatusOr<Verdict> Tuner::RefineShape(const std::shared_ptr<Job>& job, cons
     return absl::StrCat("not a leader of the bucket's verdict: ",
                         r != nullptr ? ResultStateName(r->state) : "not raced", " at ", at);
   };
+  // A few entrants at one shape: the bucket race's budget for the share of the
+  // candidates they are, and no more than the refinement's own.
+  MeasureOptions measure = options_.measure;
+  const double share = static_cast<double>(racers.size()) / std::max<size_t>(eligible.size(), 1);
+  measure.device_budget_seconds = std::min(measure.device_budget_seconds * share,
+                                           options_.refine.device_budget_seconds);
+  measure.wall_budget_seconds *= share;
   // Decided first against the bucket's winner as the incumbent: whether this shape
   // disagrees with the bucket beyond the noise, which splits it ...
   RaceSamples samples;
-  ASSIGN_OR_RETURN(Verdict v, RaceAt(job, eligible, racers, bucket.winner, not_raced, &samples));
+  ASSIGN_OR_RETURN(Verdict v,
+                   RaceAt(job, eligible, racers, bucket.winner, not_raced, measure, &samples));
   const bool disagrees = !v.winner.empty() && v.winner != bucket.winner;
+  const Verdict raced = v;
   // ... but the shape is served by the fastest here: the bucket's winner won at
   // another shape and is no incumbent at this one (refinement.h).
   const Verdict* earlier = RefinementOf(bucket, p);
@@ -859,12 +886,14 @@ absl::StatusOr<Verdict> Tuner::RefineShape(const std::shared_ptr<Job>& job, cons
   v.winner = d.winner;
   v.winner_version = d.winner_version;
   v.scope = VerdictScope::Shape(p);
+  const std::string by_tile_text =
+      tile_reasons.empty() ? "" : absl::StrCat(" and by tile (", tile_reasons, ")");
   v.reason = absl::StrCat("refined among the leaders of the bucket's verdict (measured at ", at,
-                          ", winner ", bucket.winner, "): ", d.reason,
+                          ", winner ", bucket.winner, ")", by_tile_text, ": ", d.reason,
                           "; against the bucket's winner: ", against_bucket);
   RETURN_IF_ERROR(store_.PutVerdict(v));
   Log(v);
-  if (disagrees && !IsSplit(bucket)) RETURN_IF_ERROR(Split(job, bucket, v, eligible));
+  if (disagrees && !IsSplit(bucket)) RETURN_IF_ERROR(Split(job, bucket, raced));
   RETURN_IF_ERROR(Recache(BucketKeyOf(p)));
   if (v.winner.empty()) {
     return absl::FailedPreconditionError(
@@ -874,11 +903,10 @@ absl::StatusOr<Verdict> Tuner::RefineShape(const std::shared_ptr<Job>& job, cons
 }
 
 absl::Status Tuner::Split(const std::shared_ptr<Job>& job, const Verdict& bucket,
-                          const Verdict& refined,
-                          const std::vector<const RegisteredCandidate*>& eligible) {
+                          const Verdict& raced) {
   const Problem& p = job->problem;
   const auto halves = SplitBetween(bucket.bucket, bucket.measured, p);
-  const Transfer t = TransferOf(refined, bucket.winner);
+  const Transfer t = TransferOf(raced, bucket.winner);
   const std::string evidence = absl::StrFormat(
       "at %s %s (%s) beat the bucket's winner %s (%s, %.3fx) beyond the noise", p.ToString(),
       t.best, Us(t.best_seconds), bucket.winner, Us(t.bucket_winner_seconds), t.regret());
@@ -898,14 +926,16 @@ absl::Status Tuner::Split(const std::shared_ptr<Job>& job, const Verdict& bucket
   kept.scope = home;
   kept.reason = absl::StrCat("split (", evidence, "); this half keeps the bucket's figures at ",
                              bucket.measured.ToString(), ": ", bucket.reason);
-  // The other half is raced in full at the refined shape, under the same job.
-  ASSIGN_OR_RETURN(Verdict raced, RaceAt(job, eligible, eligible, bucket.winner, nullptr));
-  raced.scope = away;
-  raced.reason = absl::StrCat("split (", evidence, "); this half measured at ", p.ToString(), ": ",
-                              raced.reason);
+  // The other half takes the race that found the disagreement, at the refined
+  // shape and decided against the bucket's winner: racing the same shape again
+  // would spend the device time twice (it was most of a refinement's cost on the H200).
+  Verdict other = raced;
+  other.scope = away;
+  other.reason = absl::StrCat("split (", evidence, "); this half measured at ", p.ToString(),
+                              " by its refinement's race: ", raced.reason);
   RETURN_IF_ERROR(store_.PutVerdict(kept));
-  RETURN_IF_ERROR(store_.PutVerdict(raced));
-  Log(raced);
+  RETURN_IF_ERROR(store_.PutVerdict(other));
+  Log(other);
   return absl::OkStatus();
 }
 

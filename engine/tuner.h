@@ -16,9 +16,10 @@
 // answers again (unless another daemon stored a verdict for the bucket meanwhile).
 //
 // Refinement (refinement.h decides, the Tuner measures): a shape inside a
-// measured bucket races the bucket verdict's leaders at exactly that shape and
-// is stored as its own verdict; where it beats the bucket's winner beyond the
-// noise the bucket splits, the other half raced in full. A bucket set aside for
+// measured bucket races the bucket verdict's leaders and tile entrants at
+// exactly that shape, under a device budget of its own, and is stored as its
+// own verdict; where it beats the bucket's winner beyond the noise the bucket
+// splits, the other half taking that race's figures. A bucket set aside for
 // this node is not refined: it is measured again whole.
 //
 // Work is a queue of jobs, one per (bucket, scope) however many callers ask for
@@ -212,22 +213,22 @@ class Tuner {
   bool QueueRefinement(const Problem& p);
   absl::StatusOr<Verdict> RefineShape(const std::shared_ptr<Job>& job, const Verdict& bucket,
                                       const std::vector<const RegisteredCandidate*>& eligible);
-  // Splits `bucket` where `refined` (at the job's shape) disagrees with it, if a
-  // half-octave separates them.
-  absl::Status Split(const std::shared_ptr<Job>& job, const Verdict& bucket,
-                     const Verdict& refined,
-                     const std::vector<const RegisteredCandidate*>& eligible);
+  // Splits `bucket` where `raced` (the refinement's race at the job's shape,
+  // decided against the bucket's winner) disagrees with it, if a half-octave
+  // separates them: the other half takes `raced`'s figures, raced again nowhere.
+  absl::Status Split(const std::shared_ptr<Job>& job, const Verdict& bucket, const Verdict& raced);
   // Races `racers` (some of `eligible`) at the job's shape on a leased stream,
-  // with the journal, watchdog and checkpoints, and decides against `incumbent`
-  // (on the race's paired samples, selection.h); every other eligible candidate
-  // is listed unmeasured with `not_raced`'s reason. `samples` (may be null)
-  // receives the race's samples, for a caller that decides again on them.
-  // Quarantines disproved claims; stores nothing. UNAVAILABLE after a fault.
+  // with the journal, watchdog and checkpoints, under `measure`, and decides
+  // against `incumbent` (on the race's paired samples, selection.h); every other
+  // eligible candidate is listed unmeasured with `not_raced`'s reason. `samples`
+  // (may be null) receives the race's samples, for a caller that decides again on
+  // them. Quarantines disproved claims; stores nothing. UNAVAILABLE after a fault.
   absl::StatusOr<Verdict> RaceAt(const std::shared_ptr<Job>& job,
                                  const std::vector<const RegisteredCandidate*>& eligible,
                                  const std::vector<const RegisteredCandidate*>& racers,
                                  const std::optional<std::string>& incumbent,
-                                 const NotRaced& not_raced, RaceSamples* samples = nullptr);
+                                 const NotRaced& not_raced, const MeasureOptions& measure,
+                                 RaceSamples* samples = nullptr);
   // Puts the bucket's verdicts, as the store now holds them, in the cache.
   absl::Status Recache(const BucketKey& key);
   // Caches `v` as `key`'s verdict, with the refinements and halves the store

@@ -3,8 +3,9 @@
 # what is missing, builds everything, runs every test with ctest (GPU tests,
 # label `gpu`, report themselves skipped where no GPU is visible; the soak and
 # kill -9 harness is label `soak`), then each libFuzzer target for 30 s
-# (scripts/fuzz.sh: clang, ASan + UBSan, its own build tree), then the engine
-# tests under ASan + UBSan in the fuzz targets' tree (scripts/sanitize.sh asan). Arguments go to ctest. ARBITER_FUZZ_IN_TEST=0 skips the
+# (scripts/fuzz.sh: clang, ASan + UBSan, its own build tree), then the GPU-free
+# test binaries under ASan + UBSan in the fuzz targets' tree and the engine and server tests under
+# TSan (scripts/sanitize.sh asan tsan). Arguments go to ctest. ARBITER_FUZZ_IN_TEST=0 skips the
 # fuzz stage and ARBITER_SANITIZE_IN_TEST=0 the sanitizer stage (quicker local runs).
 # Prints each stage's wall time last.
 set -euo pipefail
@@ -23,7 +24,6 @@ if [[ ${ARBITER_FUZZ_IN_TEST:-1} != 0 ]]; then
   stage fuzz scripts/fuzz.sh
 fi
 if [[ ${ARBITER_SANITIZE_IN_TEST:-1} != 0 ]]; then
-  # TSan (scripts/sanitize.sh tsan) not yet: seen to report a false race once in 4 runs.
-  stage sanitize scripts/sanitize.sh asan
+  stage sanitize scripts/sanitize.sh asan tsan
 fi
 echo "== test.sh: passed; ${times[*]/%/,} total $SECONDS s on $(nproc) cores"

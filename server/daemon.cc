@@ -15,6 +15,7 @@
 #include <grpcpp/server_builder.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -44,6 +45,16 @@ constexpr const char* kHealthServices[] = {"", "arbiter.v1.Dispatch", "arbiter.v
 // The verdict store's own health entry: NOT_SERVING while it cannot be reached. The
 // daemon itself keeps serving (what it holds), so this is detail, not readiness.
 constexpr const char kStoreHealthService[] = "arbiter.v1.Store";
+
+// Keeps an object that still-running work uses alive until the process ends: never
+// destroyed, and reachable from a global, so it is not a leak (LeakSanitizer agrees).
+template <typename T>
+void KeepUntilExit(std::unique_ptr<T> object) {
+  ABSL_CONST_INIT static absl::Mutex mu(absl::kConstInit);
+  static auto* const kept = new std::vector<std::shared_ptr<void>>();
+  absl::MutexLock lock(&mu);
+  kept->push_back(std::move(object));
+}
 
 struct BackendAndRegistry {
   std::unique_ptr<Backend> backend;
@@ -592,15 +603,16 @@ Daemon::Daemon(const DaemonOptions& options, ExtraCandidates extra)
 
 Daemon::~Daemon() {
   if (Shutdown()) return;
-  // Work still runs inside a kernel and uses these: leaked on purpose, the process is ending.
-  (void)server_.release();
-  (void)admin_.release();
-  (void)dispatch_.release();
-  (void)fd_socket_.release();
-  (void)arbiter_.release();
-  (void)metrics_endpoint_.release();
-  (void)metrics_.release();
-  (void)calls_.release();
+  // Work still runs inside a kernel and uses these: never destroyed, the process is ending.
+  KeepUntilExit(std::move(server_));
+  KeepUntilExit(std::move(admin_));
+  KeepUntilExit(std::move(auth_));  // the admin service's
+  KeepUntilExit(std::move(dispatch_));
+  KeepUntilExit(std::move(fd_socket_));
+  KeepUntilExit(std::move(arbiter_));
+  KeepUntilExit(std::move(metrics_endpoint_));
+  KeepUntilExit(std::move(metrics_));
+  KeepUntilExit(std::move(calls_));
 }
 
 }  // namespace arbiter::server

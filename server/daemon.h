@@ -117,7 +117,7 @@ class Daemon {
  public:
   static absl::StatusOr<std::unique_ptr<Daemon>> Create(const DaemonOptions& options,
                                                         ExtraCandidates extra = nullptr);
-  ~Daemon();  // Shutdown; what a timed-out Shutdown left running is leaked, not destroyed
+  ~Daemon();  // Shutdown; what a timed-out Shutdown left running is kept until exit, not destroyed
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 

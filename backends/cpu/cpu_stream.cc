@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "engine/dtype.h"
+#include "engine/load_as.h"
 #include "engine/random_fill.h"
 
 namespace arbiter::cpu {
@@ -17,20 +18,6 @@ absl::Status CheckFits(const char* what, size_t bytes, const Buffer& buf) {
   return absl::InvalidArgumentError(std::string("cpu: ") + what + " of " + std::to_string(bytes) +
                                     " bytes does not fit a buffer of " +
                                     std::to_string(buf.bytes()) + " bytes");
-}
-
-// Storage element widened to double (exact for all four dtypes).
-template <DType D>
-double Widen(const void* data, size_t i) {
-  if constexpr (D == DType::kF32) {
-    return static_cast<const float*>(data)[i];
-  } else if constexpr (D == DType::kF64) {
-    return static_cast<const double*>(data)[i];
-  } else if constexpr (D == DType::kF16) {
-    return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-  } else {
-    return BFloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
-  }
 }
 
 // Rows [row_begin, row_end) of C. B is widened a chunk of K rows at a time
@@ -48,13 +35,13 @@ void ReferenceRows(const Problem& p, const void* a, const void* b, int64_t row_b
     const int64_t k1 = std::min(k, k0 + chunk);
     for (int64_t kk = k0; kk < k1; ++kk) {
       for (int64_t j = 0; j < n; ++j) {
-        b_chunk[(kk - k0) * n + j] = Widen<D>(b, static_cast<size_t>(kk * n + j));
+        b_chunk[(kk - k0) * n + j] = LoadAs<D>(b, static_cast<size_t>(kk * n + j));
       }
     }
     for (int64_t i = row_begin; i < row_end; ++i) {
       double* c_row = c + i * n;
       for (int64_t kk = k0; kk < k1; ++kk) {
-        const double a_ik = Widen<D>(a, static_cast<size_t>(i * k + kk));
+        const double a_ik = LoadAs<D>(a, static_cast<size_t>(i * k + kk));
         const double* b_row = b_chunk.data() + (kk - k0) * n;
         for (int64_t j = 0; j < n; ++j) c_row[j] += a_ik * b_row[j];
       }

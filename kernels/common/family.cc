@@ -51,6 +51,7 @@ CandidateSpec MakeFamily(const Family& family) {
     member.contract.determinism = family.determinism;
     member.contract.arch = family.arch;
     member.contract.shape = family.shape;
+    member.contract.tile = family.tile;
     member.run = [launcher = family.launcher](const GemmArgs& g) { return Run(launcher, g); };
     spec.members.push_back(std::move(member));
   }

@@ -33,6 +33,7 @@ struct Family {
   int tier = 1;
   std::string arch = "sm_80+";
   ShapeCoverage shape = {};  // default: every M, N, K
+  OutputTile tile = {};      // the tile of C a CTA computes; default: unknown (picked per shape)
   Determinism determinism = Determinism::kNondeterministic;
   std::vector<FamilyMember> members = {};
   Launcher launcher = {};

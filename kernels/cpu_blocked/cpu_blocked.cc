@@ -86,30 +86,6 @@ void MicroKernelBaseline(int64_t kc, const T* a, const T* b, T* acc) {
   MicroKernelBody<T, 16>(kc, a, b, acc);
 }
 
-bool CpuSupports(CpuIsa isa) {
-  __builtin_cpu_init();
-  switch (isa) {
-    case CpuIsa::kAuto:
-    case CpuIsa::kBaseline: return true;
-#if defined(__clang__) && __clang_major__ < 15
-    // clang 14 (the sanitizer and fuzz builds) knows no level names here: the
-    // levels' defining features (F16C, LZCNT and MOVBE, which it cannot query,
-    // came in the same CPUs as AVX2 + FMA + BMI2).
-    case CpuIsa::kX86_64_V3:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
-    case CpuIsa::kX86_64_V4:
-      return CpuSupports(CpuIsa::kX86_64_V3) && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512cd") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-#else
-    case CpuIsa::kX86_64_V3: return __builtin_cpu_supports("x86-64-v3");
-    case CpuIsa::kX86_64_V4: return __builtin_cpu_supports("x86-64-v4");
-#endif
-  }
-  return false;
-}
-
 // The best variant the CPU supports, decided once, when the candidate is made:
 // every call on a machine then runs the same instructions.
 CpuIsa Resolve(CpuIsa isa) {
@@ -322,6 +298,30 @@ CandidateMember Member(DType dtype, AccuracyBudget accuracy, int threads, CpuIsa
 }
 
 }  // namespace
+
+bool CpuSupports(CpuIsa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case CpuIsa::kAuto:
+    case CpuIsa::kBaseline: return true;
+#if defined(__clang__) && __clang_major__ < 15
+    // clang 14 (the sanitizer and fuzz builds) knows no level names here: the
+    // levels' defining features (F16C, LZCNT and MOVBE, which it cannot query,
+    // came in the same CPUs as AVX2 + FMA + BMI2).
+    case CpuIsa::kX86_64_V3:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
+    case CpuIsa::kX86_64_V4:
+      return CpuSupports(CpuIsa::kX86_64_V3) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512cd") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#else
+    case CpuIsa::kX86_64_V3: return __builtin_cpu_supports("x86-64-v3");
+    case CpuIsa::kX86_64_V4: return __builtin_cpu_supports("x86-64-v4");
+#endif
+  }
+  return false;
+}
 
 const char* CpuIsaName(CpuIsa isa) {
   switch (isa) {

@@ -28,6 +28,7 @@ enum class CpuIsa {
   kX86_64_V4,  // AVX-512
 };
 const char* CpuIsaName(CpuIsa isa);  // "auto", "baseline", "x86-64-v3", "x86-64-v4"
+bool CpuSupports(CpuIsa isa);        // whether this CPU runs the variant (kAuto: true)
 
 struct CpuBlockedOptions {
   // Threads per call; 0 = std::thread::hardware_concurrency().

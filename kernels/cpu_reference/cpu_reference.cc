@@ -3,23 +3,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/load_as.h"
+
 namespace arbiter {
 namespace {
 
 constexpr int kVersion = 1;
-
-template <DType D>
-double Widen(const void* data, int64_t i) {
-  if constexpr (D == DType::kF32) {
-    return static_cast<const float*>(data)[i];
-  } else if constexpr (D == DType::kF64) {
-    return static_cast<const double*>(data)[i];
-  } else if constexpr (D == DType::kF16) {
-    return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-  } else {
-    return BFloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
-  }
-}
 
 // Loop order i, k, j with a row of f64 accumulators: still one product and one
 // add per (i, j, k) with k ascending for every element, but B is read along its
@@ -38,8 +27,10 @@ absl::Status RunReference(const GemmArgs& args) {
   for (int64_t i = 0; i < p.m; ++i) {
     std::fill(row.begin(), row.end(), 0.0);
     for (int64_t k = 0; k < p.k; ++k) {
-      const double a_ik = Widen<D>(args.a, i * p.k + k);
-      for (int64_t j = 0; j < p.n; ++j) row[j] += a_ik * Widen<D>(args.b, k * p.n + j);
+      const double a_ik = LoadAs<D>(args.a, static_cast<size_t>(i * p.k + k));
+      for (int64_t j = 0; j < p.n; ++j) {
+        row[j] += a_ik * LoadAs<D>(args.b, static_cast<size_t>(k * p.n + j));
+      }
     }
     for (int64_t j = 0; j < p.n; ++j) {
       StoreFromDouble(D, args.c, static_cast<size_t>(i * p.n + j), row[j]);

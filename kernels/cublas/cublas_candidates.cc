@@ -28,6 +28,8 @@ MemberContract Contract(DType dtype, std::string entry) {
   c.accuracy = Budget(dtype);
   c.determinism = Determinism::kRunToRun;
   c.arch = "sm_80+";
+  // Tile unknown: cuBLAS picks its kernel (and tile) per shape, so only
+  // measurement ranks it at a shape (engine/refinement.h's TileEntrants).
   return c;  // default coverage: every M, N, K
 }
 

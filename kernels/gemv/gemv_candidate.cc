@@ -10,6 +10,9 @@ CandidateSpec MakeGemvCandidate() {
       .name = "gemv",
       .tier = 2,
       .shape = {.max_m = kGemvMaxM},
+      // A block streams 32 columns of B for every row of C (no padded rows);
+      // K split to fill 4 blocks per SM when the columns alone leave SMs idle.
+      .tile = {.rows = 1, .cols = 32, .max_split_k = 65535, .ctas_per_sm = 4},
       .determinism = Determinism::kBatchInvariant,
       .members = HalfTypes({kGemvBudgetAbs, kGemvBudgetRel}),
       .launcher = kGemv,

@@ -9,6 +9,8 @@ CandidateSpec MakeMmaTiledCandidate() {
   return MakeFamily({
       .name = "mma_tiled",
       .tier = 2,
+      // Tile unknown to the engine: the launcher picks 128x128 or 64x64 per shape
+      // (mma_tiled.h), so only measurement ranks it at a shape.
       .determinism = Determinism::kBatchInvariant,
       .members = HalfTypes({kMmaTiledBudgetAbs, kMmaTiledBudgetRel}),
       .launcher = kMmaTiled,

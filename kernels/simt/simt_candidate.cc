@@ -12,6 +12,9 @@ CandidateSpec MakeSimtCandidate() {
   return MakeFamily({
       .name = "simt",
       .tier = 1,
+      // 64 x 64 tiles, 256-thread blocks (simt.cu); 4 resident per SM assumed
+      // (registers decide, not pinned by a test).
+      .tile = {.rows = 64, .cols = 64, .ctas_per_sm = 4},
       .determinism = Determinism::kBatchInvariant,
       .members = {{DType::kF32, f32_acc},
                   {DType::kF64, f64_acc},

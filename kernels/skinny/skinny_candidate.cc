@@ -16,6 +16,9 @@ CandidateSpec MakeSkinnyCandidate() {
       // The kernel takes M <= 64 and any N; the registry races it only where
       // the H200 measured it competitive (skinny_stream.h).
       .shape = {.max_m = kSkinnyStreamRacedMaxM, .align_n = kSkinnyStreamRacedAlignN},
+      // The default config: a CTA per 128-column strip, 8 tokens per mma, K
+      // split until 2 CTAs per SM fill a wave (kMaxSplits 4096 in skinny_stream.cu).
+      .tile = {.rows = 8, .cols = 128, .max_split_k = 4096, .ctas_per_sm = 2},
       // Fixed-order reductions; the K partition follows N, K and the SM count only.
       .determinism = Determinism::kBatchInvariant,
       .members = HalfTypes({kSkinnyStreamBudgetAbs, kSkinnyStreamBudgetRel}),

@@ -76,6 +76,12 @@ CandidateMember Member(wgmma::WgmmaTile tile, DType dtype) {
   // The split tile is for few output tiles; past a thousand rows the 128-row
   // tiles fill the SMs on their own.
   if (wgmma::WgmmaTileSplitsK(tile)) member.contract.shape.max_m = 1024;
+  // A persistent grid of one CTA per SM (the stages fill shared memory) walks
+  // the tiles; the split tile spreads a tile's K over up to kMaxSplits (8)
+  // cluster CTAs while tiles leave SMs idle (WgmmaLaunchGeometry).
+  member.contract.tile.rows = wgmma::WgmmaTileM(tile);
+  member.contract.tile.cols = wgmma::WgmmaTileN(tile);
+  member.contract.tile.max_split_k = wgmma::WgmmaTileSplitsK(tile) ? 8 : 1;
   member.run = [tile, dtype](const GemmArgs& args) { return RunWgmma(tile, dtype, args); };
   return member;
 }

@@ -325,6 +325,10 @@ TEST_F(ArbiterTest, ABucketSplitsWhereARefinementBeatsItsWinnerAndEveryShapeFind
   ASSERT_TRUE(listed.count("m(32,48]") && listed.count("m(48,64]"))
       << "split on M into half-octaves";
   EXPECT_NE(listed.at("m(32,48]").reason.find("split"), std::string::npos);
+  EXPECT_EQ(arbiter->measurements(), 2)
+      << "the bucket's race and the refinement's, which the half away from 64^3 takes: the "
+         "refined shape is not raced twice";
+  EXPECT_EQ(listed.at("m(32,48]").measured, kNarrowShape);
   // Every shape of the bucket is served by the verdict of the half holding it.
   for (int64_t m : {40, 48, 56, 64}) {
     for (int64_t n : {40, 64}) {
@@ -562,6 +566,49 @@ TEST_F(ArbiterTest, ARememberedAnswerGivesWayToTheRefinementAndTheSplitHalfThatN
   }
   EXPECT_EQ(arbiter->SelectShared(kNarrowShape, {})->get()->candidate, "narrow");
   EXPECT_EQ(arbiter->SelectShared(other, {})->get()->candidate, "narrow");
+}
+
+CandidateSpec WithTile(CandidateSpec spec, OutputTile tile) {
+  for (CandidateMember& m : spec.members) m.contract.tile = tile;
+  return spec;
+}
+
+TEST_F(ArbiterTest, ARefinementRacesTheCandidatesWhoseTilesFillItsShapeDifferently) {
+  // As on the H200 at 136x8200x2056 in the bucket measured at 256x14336x3584:
+  // `rows128`, 128-row tiles, wins at 256 rows by more than the leaders' margin
+  // and alone would race 136 rows, where it computes 256 all the same. `vendor`
+  // (tile unknown) and `rows64` (64-row tiles: 192 rows computed) are faster there.
+  const auto tiles_of = [](int64_t rows, int64_t m) { return double((m + rows - 1) / rows); };
+  std::vector<CandidateSpec> c;
+  c.push_back(WithTile(FakeCandidate("rows128", 3, ShapedKernel([=](const Problem& p) {
+                         return 5e-6 * tiles_of(128, p.m);
+                       })),
+                       {.rows = 128, .cols = 64}));
+  c.push_back(FakeCandidate("vendor", 3, ShapedKernel([](const Problem& p) {
+    return 14e-6 * double(p.m) / 256;
+  })));
+  c.push_back(WithTile(FakeCandidate("rows64", 2, ShapedKernel([=](const Problem& p) {
+                         return 3.25e-6 * tiles_of(64, p.m);
+                       })),
+                       {.rows = 64, .cols = 64}));
+  c.push_back(FakeCandidate("generic", 1, TimedKernel(100e-6)));
+  auto arbiter = Start(std::move(c));
+  const Problem measured{DType::kF32, 256, 64, 64}, here{DType::kF32, 136, 64, 64};
+  ASSERT_EQ(BucketOf(measured), BucketOf(here));
+  absl::StatusOr<Verdict> bucket = arbiter->Tune(measured);
+  ASSERT_TRUE(bucket.ok()) << bucket.status();
+  ASSERT_EQ(bucket->winner, "rows128") << "10us against 13us and 14us: beyond the leaders' 25%";
+
+  absl::StatusOr<Verdict> refined = arbiter->Tune(here);
+  ASSERT_TRUE(refined.ok()) << refined.status();
+  EXPECT_TRUE(refined->Result("vendor")->timed()) << refined->reason;
+  EXPECT_TRUE(refined->Result("rows64")->timed()) << refined->reason;
+  EXPECT_EQ(refined->Result("generic")->state, ResultState::kUnmeasured);
+  EXPECT_NE(refined->reason.find("by tile"), std::string::npos) << refined->reason;
+  EXPECT_EQ(refined->winner, "vendor") << refined->reason;
+  auto s = arbiter->Select(here, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->candidate, "vendor") << s->reason;
 }
 
 TEST_F(ArbiterTest, RefinementNeverServesACandidateOutsideItsCoverageOrBelowTheRequiredDeterminism) {

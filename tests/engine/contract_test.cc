@@ -50,6 +50,11 @@ TEST(ContractTest, InvalidContractsAreRefusedNamingTheField) {
   ExpectRefused([](auto& s) { s.members[0].contract.shape.max_k = 0; }, "shape.max_k");
   ExpectRefused([](auto& s) { s.members[0].contract.shape.align_n = 0; }, "shape.align_n");
   ExpectRefused([](auto& s) { s.members[0].run = nullptr; }, "run");
+  ExpectRefused([](auto& s) { s.members[0].contract.tile = {.rows = 128, .cols = 0}; }, "tile");
+  ExpectRefused([](auto& s) { s.members[0].contract.tile = {.rows = -1}; }, "tile");
+  ExpectRefused(
+      [](auto& s) { s.members[0].contract.tile = {.rows = 64, .cols = 64, .max_split_k = 0}; },
+      "tile");
   ExpectRefused([](auto& s) { s.members[1].contract.dtype = s.members[0].contract.dtype; },
                 "bound twice");
 }
@@ -64,6 +69,8 @@ TEST(ContractTest, FamilyMembersMustAgreeOnAllButEntryAndTolerance) {
   ExpectRefused([](auto& s) { s.members[1].contract.determinism = Determinism::kNondeterministic; },
                 "disagree on determinism");
   ExpectRefused([](auto& s) { s.members[1].contract.shape.align_k = 8; }, "disagree on shape");
+  ExpectRefused([](auto& s) { s.members[1].contract.tile = {.rows = 64, .cols = 64}; },
+                "disagree on tile");
 }
 
 TEST(ContractTest, DuplicateNamesAreRefused) {
@@ -97,6 +104,29 @@ TEST(ContractTest, CoverageIsCheckedPerDimWithReasons) {
   EXPECT_EQ(CoverageGap(s, Problem{DType::kF16, 16, 3, 64}), "");
   EXPECT_EQ(CoverageGap(s, Problem{DType::kF16, 17, 3, 64}), "M=17 is above its maximum 16");
   EXPECT_EQ(CoverageGap(s, Problem{DType::kF16, 1, 3, 63}), "K=63 is not a multiple of 8");
+}
+
+TEST(ContractTest, TileEfficiencyCountsPaddedTilesAndIdleSlotsOfTheLastWave) {
+  const OutputTile t128x256{.rows = 128, .cols = 256};
+  // Exact at 256 rows, 47% of the second row of tiles wasted at 136.
+  EXPECT_DOUBLE_EQ(TileEfficiency(t128x256, Problem{DType::kBF16, 256, 14336, 3584}, 0), 1.0);
+  EXPECT_NEAR(TileEfficiency(t128x256, Problem{DType::kBF16, 136, 8192, 2048}, 0), 136.0 / 256,
+              1e-12);
+  // 2 x 56 = 112 tiles on 132 SMs: one wave, 20 SMs idle.
+  EXPECT_NEAR(TileEfficiency(t128x256, Problem{DType::kBF16, 256, 14336, 3584}, 132), 112.0 / 132,
+              1e-12);
+  // 2 x 70 = 140 tiles: two waves, the second with 8 of 132 SMs busy.
+  EXPECT_NEAR(TileEfficiency(t128x256, Problem{DType::kBF16, 256, 17920, 64}, 132),
+              140.0 / 264, 1e-12);
+  // A split tile splits K until the tiles fill a wave: 36 tiles of 64 rows, half of them
+  // padding at M = 32, split 4 ways (ceil(132 / 36)) into 144 CTAs, two waves of 132.
+  const OutputTile split{.rows = 64, .cols = 256, .max_split_k = 8};
+  EXPECT_NEAR(TileEfficiency(split, Problem{DType::kBF16, 32, 9216, 3072}, 132), 0.5 * 144 / 264,
+              1e-12);
+  // Unknown: no model, no claim.
+  EXPECT_EQ(TileEfficiency(OutputTile{}, Problem{DType::kBF16, 136, 8200, 2056}, 132), 1.0);
+  EXPECT_EQ(TileName(split), "64x256/k8");
+  EXPECT_EQ(TileName(OutputTile{}), "unknown");
 }
 
 TEST(ContractTest, ToleranceGrowsWithSqrtK) {

@@ -1,6 +1,7 @@
 #include "engine/refinement.h"
 
 #include <algorithm>
+#include <map>
 
 #include "gtest/gtest.h"
 
@@ -68,6 +69,69 @@ TEST(RefinementTest, LeadersByDefaultAreTheWinnerAndItsFiveClosestContenders) {
       "win");
   EXPECT_EQ(Leaders(v, RefineOptions{}),
             (std::vector<std::string>{"win", "a", "b", "c", "d", "e"}));
+}
+
+std::vector<std::string> Names(const std::vector<TileEntrant>& entrants) {
+  std::vector<std::string> out;
+  for (const TileEntrant& e : entrants) out.push_back(e.name);
+  return out;
+}
+
+TEST(RefinementTest, AWinnerWhoseTilesFillTheRefinedShapeWorseBringsInThoseItsMarginHid) {
+  // The H200 case: wgmma_128x256 won the bucket at 256x14336x3584 (one wave of
+  // exact tiles) by over the leaders' 25%, so it alone raced 136x8200x2056, where
+  // its 128-row tiles waste 47% and fill half the SMs.
+  Verdict v = BucketVerdict({TimedResult("wgmma_128x256", 30e-6), TimedResult("cublaslt_h0", 45e-6),
+                             TimedResult("wgmma_64x256_splitk", 40e-6),
+                             TimedResult("simt", 900e-6)},
+                            "wgmma_128x256");
+  v.dtype = DType::kBF16;
+  v.measured = Problem{DType::kBF16, 256, 14336, 3584};
+  const std::map<std::string, OutputTile> tiles = {
+      {"wgmma_128x256", {.rows = 128, .cols = 256}},
+      {"wgmma_64x256_splitk", {.rows = 64, .cols = 256, .max_split_k = 8}},
+      {"simt", {.rows = 64, .cols = 64, .ctas_per_sm = 4}},
+      {"cublaslt_h0", {}}};
+  const RefineOptions options;
+  const std::vector<std::string> leaders = Leaders(v, options);
+  ASSERT_EQ(leaders, std::vector<std::string>{"wgmma_128x256"});
+  const Problem here{DType::kBF16, 136, 8200, 2056};
+  const std::vector<TileEntrant> entrants = TileEntrants(v, here, leaders, tiles, 132, options);
+  EXPECT_EQ(Names(entrants), (std::vector<std::string>{"cublaslt_h0", "wgmma_64x256_splitk"}))
+      << "cuBLASLt within the margin once the winner's waste here is counted, the split tile "
+         "whose fill changes; never the far slower simt";
+  for (const TileEntrant& e : entrants) EXPECT_FALSE(e.why.empty()) << e.name;
+  // Where nothing's fill changes (the same rows, a wave either way), the margin holds as measured.
+  EXPECT_TRUE(TileEntrants(v, Problem{DType::kBF16, 256, 14336, 2056}, leaders, tiles, 132, options)
+                  .size() <= 1)
+      << "at most the fastest of a tile shape other than the winner's";
+}
+
+TEST(RefinementTest, TheFastestOfEachTileShapeWithinTheMarginRacesUnknownTilesByMeasurementOnly) {
+  // Nothing's fill changes between the shapes (same M, N multiples of every tile).
+  Verdict v = BucketVerdict({TimedResult("vendor", 10e-6), TimedResult("a1", 14e-6),
+                             TimedResult("a2", 15e-6), TimedResult("b", 19e-6),
+                             TimedResult("other_vendor", 14e-6), TimedResult("c", 30e-6)},
+                            "vendor");
+  const std::map<std::string, OutputTile> tiles = {{"a1", {.rows = 16, .cols = 16}},
+                                                   {"a2", {.rows = 16, .cols = 16}},
+                                                   {"b", {.rows = 16, .cols = 32}},
+                                                   {"c", {.rows = 32, .cols = 32}}};
+  RefineOptions options;
+  const std::vector<std::string> leaders = Leaders(v, options);
+  ASSERT_EQ(leaders, std::vector<std::string>{"vendor"});
+  const Problem here{DType::kF32, 64, 96, 64};
+  EXPECT_EQ(Names(TileEntrants(v, here, leaders, tiles, 0, options)),
+            (std::vector<std::string>{"a1", "b"}))
+      << "a1 for 16x16 (not a2, slower with the same tile), b for 16x32; c is over 2x the "
+         "fastest, other_vendor's tile is unknown";
+  options.max_tile_entrants = 1;
+  EXPECT_EQ(Names(TileEntrants(v, here, leaders, tiles, 0, options)),
+            std::vector<std::string>{"a1"});
+  options.max_tile_entrants = 0;
+  EXPECT_TRUE(TileEntrants(v, here, leaders, tiles, 0, options).empty());
+  EXPECT_TRUE(TileEntrants(v, here, leaders, {}, 0, RefineOptions{}).empty())
+      << "no tile declared: the leaders alone, as before";
 }
 
 TEST(RefinementTest, AShapeRefinedForTheFirstTimeIsServedByTheFastestThereEvenWithinTheNoise) {

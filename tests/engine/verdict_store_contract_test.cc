@@ -176,6 +176,21 @@ class VerdictStoreContractTest : public ::testing::Test {
     }
   }
 
+  // `store`'s TryLease: the lease, or null while another holds it. An error from
+  // the call fails the test (a store answers one way or the other).
+  static std::unique_ptr<StoreLease> Lease(VerdictStore& store, DType dtype, const Bucket& bucket,
+                                           const VerdictScope& scope = VerdictScope(),
+                                           const std::string& fingerprint = kDevice) {
+    absl::StatusOr<std::unique_ptr<StoreLease>> lease =
+        store.TryLease(fingerprint, dtype, bucket, scope);
+    if (!lease.ok()) {
+      ADD_FAILURE() << "TryLease " << fingerprint << " " << DTypeName(dtype) << " " << bucket
+                    << ": " << lease.status();
+      return nullptr;
+    }
+    return *std::move(lease);
+  }
+
   std::vector<std::pair<DType, Bucket>> RemainingOn(const std::string& fingerprint) {
     absl::StatusOr<std::vector<Verdict>> listed = store_->ListVerdicts(fingerprint, {});
     EXPECT_TRUE(listed.ok()) << listed.status();
@@ -703,32 +718,23 @@ TYPED_TEST(VerdictStoreContractTest, OnlyAnIdenticalFingerprintSharesVerdictsFor
 
 TYPED_TEST(VerdictStoreContractTest, LeaseIsExclusiveUntilReleased) {
   const Bucket bucket = BucketFor(512, 512, 512);
-  absl::StatusOr<std::unique_ptr<StoreLease>> first =
-      this->store_->TryLease(kDevice, DType::kF32, bucket);
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_NE(*first, nullptr);
-
-  absl::StatusOr<std::unique_ptr<StoreLease>> second =
-      this->store_->TryLease(kDevice, DType::kF32, bucket);
-  ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(*second, nullptr) << "a held lease was granted twice";
+  VerdictStore& store = *this->store_;
+  std::unique_ptr<StoreLease> first = this->Lease(store, DType::kF32, bucket);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(this->Lease(store, DType::kF32, bucket), nullptr) << "a held lease was granted twice";
 
   // Other keys are free: another bucket, dtype or device.
   for (auto [fingerprint, dtype, other] :
        {std::tuple{std::string(kDevice), DType::kF32, BucketFor(1024, 512, 512)},
         std::tuple{std::string(kDevice), DType::kBF16, bucket},
         std::tuple{std::string(kOtherDevice), DType::kF32, bucket}}) {
-    absl::StatusOr<std::unique_ptr<StoreLease>> free =
-        this->store_->TryLease(fingerprint, dtype, other);
-    ASSERT_TRUE(free.ok()) << free.status();
-    EXPECT_NE(*free, nullptr) << fingerprint << " " << DTypeName(dtype) << " " << other;
+    EXPECT_NE(this->Lease(store, dtype, other, VerdictScope(), fingerprint), nullptr)
+        << fingerprint << " " << DTypeName(dtype) << " " << other;
   }
 
-  first->reset();
-  absl::StatusOr<std::unique_ptr<StoreLease>> again =
-      this->store_->TryLease(kDevice, DType::kF32, bucket);
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_NE(*again, nullptr) << "a released lease was not granted again";
+  first.reset();
+  EXPECT_NE(this->Lease(store, DType::kF32, bucket), nullptr)
+      << "a released lease was not granted again";
 }
 
 TYPED_TEST(VerdictStoreContractTest, AShapesLeaseIsApartFromItsBucketsAndFromOtherShapes) {
@@ -736,29 +742,21 @@ TYPED_TEST(VerdictStoreContractTest, AShapesLeaseIsApartFromItsBucketsAndFromOth
   // by one daemon of the fleet at a time.
   const Bucket bucket = BucketFor(512, 512, 512);
   const VerdictScope shape = VerdictScope::Shape(Problem{DType::kF32, 480, 512, 512});
-  absl::StatusOr<std::unique_ptr<StoreLease>> whole =
-      this->store_->TryLease(kDevice, DType::kF32, bucket);
-  ASSERT_TRUE(whole.ok()) << whole.status();
-  ASSERT_NE(*whole, nullptr);
-  absl::StatusOr<std::unique_ptr<StoreLease>> refining =
-      this->store_->TryLease(kDevice, DType::kF32, bucket, shape);
-  ASSERT_TRUE(refining.ok()) << refining.status();
-  ASSERT_NE(*refining, nullptr) << "the bucket's lease held a refinement of one of its shapes";
-  absl::StatusOr<std::unique_ptr<StoreLease>> twice =
-      this->store_->TryLease(kDevice, DType::kF32, bucket, shape);
-  ASSERT_TRUE(twice.ok()) << twice.status();
-  EXPECT_EQ(*twice, nullptr) << "a shape's lease was granted twice";
-  absl::StatusOr<std::unique_ptr<StoreLease>> other = this->store_->TryLease(
-      kDevice, DType::kF32, bucket, VerdictScope::Shape(Problem{DType::kF32, 448, 512, 512}));
-  ASSERT_TRUE(other.ok()) << other.status();
-  EXPECT_NE(*other, nullptr) << "one shape's lease held another's";
-  if (!this->store_->shared()) return;
+  VerdictStore& store = *this->store_;
+  std::unique_ptr<StoreLease> whole = this->Lease(store, DType::kF32, bucket);
+  ASSERT_NE(whole, nullptr);
+  std::unique_ptr<StoreLease> refining = this->Lease(store, DType::kF32, bucket, shape);
+  ASSERT_NE(refining, nullptr) << "the bucket's lease held a refinement of one of its shapes";
+  EXPECT_EQ(this->Lease(store, DType::kF32, bucket, shape), nullptr)
+      << "a shape's lease was granted twice";
+  const VerdictScope another = VerdictScope::Shape(Problem{DType::kF32, 448, 512, 512});
+  EXPECT_NE(this->Lease(store, DType::kF32, bucket, another), nullptr)
+      << "one shape's lease held another's";
+  if (!store.shared()) return;
   std::unique_ptr<VerdictStore> peer = this->OpenPeer("peer");
   ASSERT_NE(peer, nullptr);
-  absl::StatusOr<std::unique_ptr<StoreLease>> theirs =
-      peer->TryLease(kDevice, DType::kF32, bucket, shape);
-  ASSERT_TRUE(theirs.ok()) << theirs.status();
-  EXPECT_EQ(*theirs, nullptr) << "two daemons hold one shape's lease";
+  EXPECT_EQ(this->Lease(*peer, DType::kF32, bucket, shape), nullptr)
+      << "two daemons hold one shape's lease";
 }
 
 TYPED_TEST(VerdictStoreContractTest, LeaseIsExclusiveAcrossDaemons) {
@@ -766,20 +764,15 @@ TYPED_TEST(VerdictStoreContractTest, LeaseIsExclusiveAcrossDaemons) {
   const Bucket bucket = BucketFor(512, 512, 512);
   std::unique_ptr<VerdictStore> peer = this->OpenPeer("peer");
   ASSERT_NE(peer, nullptr);
-  absl::StatusOr<std::unique_ptr<StoreLease>> held = peer->TryLease(kDevice, DType::kF32, bucket);
-  ASSERT_TRUE(held.ok()) << held.status();
-  ASSERT_NE(*held, nullptr);
+  std::unique_ptr<StoreLease> held = this->Lease(*peer, DType::kF32, bucket);
+  ASSERT_NE(held, nullptr);
 
-  absl::StatusOr<std::unique_ptr<StoreLease>> refused =
-      this->store_->TryLease(kDevice, DType::kF32, bucket);
-  ASSERT_TRUE(refused.ok()) << refused.status();
-  EXPECT_EQ(*refused, nullptr) << "two daemons hold one bucket's lease";
+  EXPECT_EQ(this->Lease(*this->store_, DType::kF32, bucket), nullptr)
+      << "two daemons hold one bucket's lease";
 
-  held->reset();
-  absl::StatusOr<std::unique_ptr<StoreLease>> granted =
-      this->store_->TryLease(kDevice, DType::kF32, bucket);
-  ASSERT_TRUE(granted.ok()) << granted.status();
-  EXPECT_NE(*granted, nullptr) << "the lease was not granted once its holder released it";
+  held.reset();
+  EXPECT_NE(this->Lease(*this->store_, DType::kF32, bucket), nullptr)
+      << "the lease was not granted once its holder released it";
 }
 
 TYPED_TEST(VerdictStoreContractTest, LeaseOfADaemonWhoseConnectionDiedIsGrantedToAnother) {
@@ -787,23 +780,17 @@ TYPED_TEST(VerdictStoreContractTest, LeaseOfADaemonWhoseConnectionDiedIsGrantedT
   const Bucket bucket = BucketFor(2048, 2048, 64);
   std::unique_ptr<VerdictStore> holder = this->OpenPeer("holder");
   ASSERT_NE(holder, nullptr);
-  absl::StatusOr<std::unique_ptr<StoreLease>> held = holder->TryLease(kDevice, DType::kF16, bucket);
-  ASSERT_TRUE(held.ok()) << held.status();
-  ASSERT_NE(*held, nullptr);
-  absl::StatusOr<std::unique_ptr<StoreLease>> refused =
-      this->store_->TryLease(kDevice, DType::kF16, bucket);
-  ASSERT_TRUE(refused.ok()) << refused.status();
-  ASSERT_EQ(*refused, nullptr);
+  std::unique_ptr<StoreLease> held = this->Lease(*holder, DType::kF16, bucket);
+  ASSERT_NE(held, nullptr);
+  ASSERT_EQ(this->Lease(*this->store_, DType::kF16, bucket), nullptr);
 
   // The holder never releases it: its connections end as a killed daemon's do.
   ASSERT_NO_FATAL_FAILURE(this->stores_.Kill("holder"));
   std::unique_ptr<StoreLease> granted;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (granted == nullptr && std::chrono::steady_clock::now() < deadline) {
-    absl::StatusOr<std::unique_ptr<StoreLease>> tried =
-        this->store_->TryLease(kDevice, DType::kF16, bucket);
-    ASSERT_TRUE(tried.ok()) << tried.status();
-    granted = std::move(*tried);
+    granted = this->Lease(*this->store_, DType::kF16, bucket);
+    ASSERT_FALSE(this->HasFailure());  // a failed call ends the wait
     if (granted == nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_NE(granted, nullptr) << "a dead holder's lease still blocks the bucket";

@@ -11,8 +11,10 @@
 // and telling TSan what it did: __tsan_acquire(mutex) after a lock,
 // __tsan_release(mutex) before an unlock, both around a wait. A condition that
 // absl evaluates inside a blocking call reads the guarded state while TSan
-// believes the mutex released; reads are ignored for the duration of those
-// calls (conditions only read).
+// believes the mutex released, and so does an unlock, which evaluates the
+// Conditions of the threads waiting (reading their state and the Condition on
+// their stacks); reads are ignored for the duration of those calls (conditions
+// only read).
 //
 // Bound to Debian 12's abseil 20220623 (inline namespace debian3) by mangled
 // name: a different abseil fails loudly at the first lock, never silently.
@@ -94,12 +96,14 @@ bool Mutex::ReaderTryLock() {
 void Mutex::Unlock() {
   ARBITER_NEXT(void (*)(Mutex*), "_ZN4absl7debian35Mutex6UnlockEv");
   __tsan_release(this);
+  IgnoreReads ignore;  // the unlocking thread evaluates the waiters' Conditions
   next(this);
 }
 
 void Mutex::ReaderUnlock() {
   ARBITER_NEXT(void (*)(Mutex*), "_ZN4absl7debian35Mutex12ReaderUnlockEv");
   __tsan_release(this);
+  IgnoreReads ignore;  // the unlocking thread evaluates the waiters' Conditions
   next(this);
 }
 

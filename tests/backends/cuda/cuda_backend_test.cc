@@ -24,19 +24,50 @@
 namespace arbiter::cuda {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                         \
-  if (CudaBackend::VisibleDevices() == 0) {                                        \
-    GTEST_SKIP() << "no CUDA device visible: GPU test skipped, not passed";        \
-  }
-
 std::unique_ptr<CudaBackend> MakeBackend(CudaBackendOptions options = {}) {
   absl::StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::Create(options);
   EXPECT_TRUE(b.ok()) << b.status();
   return b.ok() ? std::move(*b) : nullptr;
 }
 
-TEST(CudaBackendTest, DeviceInfoDescribesTheLiveDevice) {
-  SKIP_WITHOUT_GPU();
+// Every test runs on the live GPU, and is skipped (saying so) without one.
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaBackend::VisibleDevices() == 0) {
+      GTEST_SKIP() << "no CUDA device visible: GPU test skipped, not passed";
+    }
+  }
+
+  // The backend (with `options`) and one stream on it, into backend_ and stream_.
+  void Open(CudaBackendOptions options = {}) {
+    backend_ = MakeBackend(options);
+    ASSERT_NE(backend_, nullptr);
+    absl::StatusOr<std::unique_ptr<Stream>> stream = backend_->CreateStream();
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    stream_ = *std::move(stream);
+  }
+
+  // A device buffer holding `host`; null, after failing the test, when that
+  // cannot be done.
+  std::unique_ptr<Buffer> Upload(const std::vector<unsigned char>& host) {
+    absl::StatusOr<std::unique_ptr<Buffer>> buf = backend_->Allocate(host.size());
+    if (!buf.ok()) {
+      ADD_FAILURE() << "allocate: " << buf.status();
+      return nullptr;
+    }
+    if (absl::Status st = stream_->CopyToDevice(**buf, host.data(), host.size()); !st.ok()) {
+      ADD_FAILURE() << "copy to device: " << st;
+      return nullptr;
+    }
+    return *std::move(buf);
+  }
+
+  std::unique_ptr<CudaBackend> backend_;
+  std::unique_ptr<Stream> stream_;
+};
+
+TEST_F(CudaBackendTest, DeviceInfoDescribesTheLiveDevice) {
   auto backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
   const DeviceInfo& info = backend->info();
@@ -60,8 +91,7 @@ TEST(CudaBackendTest, DeviceInfoDescribesTheLiveDevice) {
 }
 
 // --device GPU-...: a daemon owns the GPU with that UUID whatever its ordinal.
-TEST(CudaBackendTest, EveryVisibleGpuIsFoundByItsUuidAndAnUnknownUuidNamesTheVisibleOnes) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaBackendTest, EveryVisibleGpuIsFoundByItsUuidAndAnUnknownUuidNamesTheVisibleOnes) {
   for (int d = 0; d < CudaBackend::VisibleDevices(); ++d) {
     CudaBackendOptions options;
     options.device = d;
@@ -78,8 +108,7 @@ TEST(CudaBackendTest, EveryVisibleGpuIsFoundByItsUuidAndAnUnknownUuidNamesTheVis
       << unknown.status();
 }
 
-TEST(CudaBackendTest, ArchitectureClaimsAreJudgedAgainstTheLiveDevice) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaBackendTest, ArchitectureClaimsAreJudgedAgainstTheLiveDevice) {
   auto backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
   const int cc = backend->info().compute_capability;
@@ -89,29 +118,23 @@ TEST(CudaBackendTest, ArchitectureClaimsAreJudgedAgainstTheLiveDevice) {
   EXPECT_NE(backend->ArchitectureGap("cpu"), "");
 }
 
-TEST(CudaBackendTest, CopiesLargerThanStagingRoundTrip) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaBackendTest, CopiesLargerThanStagingRoundTrip) {
   CudaBackendOptions options;
   options.staging_bytes = 2 << 20;  // 1 MiB halves: the copy below takes several chunks
-  auto backend = MakeBackend(options);
-  ASSERT_NE(backend, nullptr);
-  auto stream = backend->CreateStream();
-  ASSERT_TRUE(stream.ok()) << stream.status();
+  ASSERT_NO_FATAL_FAILURE(Open(options));
   const size_t bytes = (5 << 20) + 12345;  // not a multiple of the chunk
   std::vector<unsigned char> src(bytes), back(bytes, 0);
   std::mt19937 rng(7);
   for (auto& v : src) v = static_cast<unsigned char>(rng());
-  auto buf = backend->Allocate(bytes);
-  ASSERT_TRUE(buf.ok()) << buf.status();
-  ASSERT_TRUE((*stream)->CopyToDevice(**buf, src.data(), bytes).ok());
-  ASSERT_TRUE((*stream)->CopyToHost(back.data(), **buf, bytes).ok());
+  std::unique_ptr<Buffer> buf = Upload(src);
+  ASSERT_NE(buf, nullptr);
+  ASSERT_TRUE(stream_->CopyToHost(back.data(), *buf, bytes).ok());
   EXPECT_EQ(std::memcmp(src.data(), back.data(), bytes), 0);
-  EXPECT_FALSE((*stream)->CopyToHost(back.data(), **buf, bytes + 1).ok())
+  EXPECT_FALSE(stream_->CopyToHost(back.data(), *buf, bytes + 1).ok())
       << "a copy past the buffer must be refused";
 }
 
-TEST(CudaBackendTest, PoolReusesFreedMemoryAndNeverHandsOutNull) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaBackendTest, PoolReusesFreedMemoryAndNeverHandsOutNull) {
   auto backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
   auto zero = backend->Allocate(0);
@@ -124,22 +147,17 @@ TEST(CudaBackendTest, PoolReusesFreedMemoryAndNeverHandsOutNull) {
   }
 }
 
-TEST(CudaBackendTest, PoisonFillsExactlyCountElementsWithNaN) {
-  SKIP_WITHOUT_GPU();
-  auto backend = MakeBackend();
-  ASSERT_NE(backend, nullptr);
-  auto stream = backend->CreateStream();
-  ASSERT_TRUE(stream.ok());
+TEST_F(CudaBackendTest, PoisonFillsExactlyCountElementsWithNaN) {
+  ASSERT_NO_FATAL_FAILURE(Open());
   for (DType dtype : kAllDTypes) {
     const size_t count = 100003, total = count + 64, es = ElementSize(dtype);
     std::vector<unsigned char> host(total * es);
     FillRandom(dtype, host.data(), total, 3);
-    auto buf = backend->Allocate(total * es);
-    ASSERT_TRUE(buf.ok());
-    ASSERT_TRUE((*stream)->CopyToDevice(**buf, host.data(), total * es).ok());
-    ASSERT_TRUE((*stream)->Poison(**buf, dtype, count).ok());
+    std::unique_ptr<Buffer> buf = Upload(host);
+    ASSERT_NE(buf, nullptr);
+    ASSERT_TRUE(stream_->Poison(*buf, dtype, count).ok());
     std::vector<unsigned char> back(total * es);
-    ASSERT_TRUE((*stream)->CopyToHost(back.data(), **buf, total * es).ok());
+    ASSERT_TRUE(stream_->CopyToHost(back.data(), *buf, total * es).ok());
     for (size_t i = 0; i < count; ++i) {
       ASSERT_TRUE(std::isnan(LoadAsDouble(dtype, back.data(), i))) << DTypeName(dtype) << " " << i;
     }
@@ -148,17 +166,13 @@ TEST(CudaBackendTest, PoisonFillsExactlyCountElementsWithNaN) {
   }
 }
 
-TEST(CudaBackendTest, TimerReportsDeviceTimeOfEnqueuedWork) {
-  SKIP_WITHOUT_GPU();
-  auto backend = MakeBackend();
-  ASSERT_NE(backend, nullptr);
-  auto stream = backend->CreateStream();
-  ASSERT_TRUE(stream.ok());
-  EXPECT_EQ((*stream)->ElapsedSeconds().status().code(), absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE((*stream)->TimerStart().ok());
-  ASSERT_TRUE((*stream)->FlushCache().ok());  // 2x L2 of memset: real device work
-  ASSERT_TRUE((*stream)->TimerStop().ok());
-  absl::StatusOr<double> t = (*stream)->ElapsedSeconds();
+TEST_F(CudaBackendTest, TimerReportsDeviceTimeOfEnqueuedWork) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  EXPECT_EQ(stream_->ElapsedSeconds().status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(stream_->TimerStart().ok());
+  ASSERT_TRUE(stream_->FlushCache().ok());  // 2x L2 of memset: real device work
+  ASSERT_TRUE(stream_->TimerStop().ok());
+  absl::StatusOr<double> t = stream_->ElapsedSeconds();
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_GT(*t, 0.0);
   EXPECT_TRUE(std::isfinite(*t));
@@ -180,12 +194,8 @@ std::vector<double> CpuReference(const Problem& p, const std::vector<unsigned ch
   return ref;
 }
 
-TEST(CudaBackendTest, DeviceReferenceMatchesCpuReferenceOnStoredOperands) {
-  SKIP_WITHOUT_GPU();
-  auto backend = MakeBackend();
-  ASSERT_NE(backend, nullptr);
-  auto stream = backend->CreateStream();
-  ASSERT_TRUE(stream.ok());
+TEST_F(CudaBackendTest, DeviceReferenceMatchesCpuReferenceOnStoredOperands) {
+  ASSERT_NO_FATAL_FAILURE(Open());
   const int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 29}, {65, 67, 130}, {128, 64, 256}, {3, 200, 1000}};
   for (DType dtype : kAllDTypes) {
     for (const auto& s : shapes) {
@@ -194,13 +204,10 @@ TEST(CudaBackendTest, DeviceReferenceMatchesCpuReferenceOnStoredOperands) {
       std::vector<unsigned char> a(p.a_bytes()), b(p.b_bytes());
       FillRandom(dtype, a.data(), p.m * p.k, 11);
       FillRandom(dtype, b.data(), p.k * p.n, 12);
-      auto da = backend->Allocate(p.a_bytes());
-      auto db = backend->Allocate(p.b_bytes());
-      ASSERT_TRUE(da.ok() && db.ok());
-      ASSERT_TRUE((*stream)->CopyToDevice(**da, a.data(), a.size()).ok());
-      ASSERT_TRUE((*stream)->CopyToDevice(**db, b.data(), b.size()).ok());
+      std::unique_ptr<Buffer> da = Upload(a), db = Upload(b);
+      ASSERT_TRUE(da != nullptr && db != nullptr);
       std::vector<double> device;
-      absl::Status st = (*stream)->Reference(p, **da, **db, &device);
+      absl::Status st = stream_->Reference(p, *da, *db, &device);
       ASSERT_TRUE(st.ok()) << st;
       const std::vector<double> cpu = CpuReference(p, a, b);
       ASSERT_EQ(device.size(), cpu.size());
@@ -214,30 +221,23 @@ TEST(CudaBackendTest, DeviceReferenceMatchesCpuReferenceOnStoredOperands) {
   }
 }
 
-TEST(CudaBackendTest, DeviceReferenceRowsAreTheListedRowsOfTheWholeReference) {
-  SKIP_WITHOUT_GPU();
-  auto backend = MakeBackend();
-  ASSERT_NE(backend, nullptr);
-  auto stream = backend->CreateStream();
-  ASSERT_TRUE(stream.ok());
+TEST_F(CudaBackendTest, DeviceReferenceRowsAreTheListedRowsOfTheWholeReference) {
+  ASSERT_NO_FATAL_FAILURE(Open());
   for (DType dtype : kAllDTypes) {
     const Problem p{dtype, 300, 67, 130};
     SCOPED_TRACE(p.ToString());
     std::vector<unsigned char> a(p.a_bytes()), b(p.b_bytes());
     FillRandom(dtype, a.data(), p.m * p.k, 21);
     FillRandom(dtype, b.data(), p.k * p.n, 22);
-    auto da = backend->Allocate(p.a_bytes());
-    auto db = backend->Allocate(p.b_bytes());
-    ASSERT_TRUE(da.ok() && db.ok());
-    ASSERT_TRUE((*stream)->CopyToDevice(**da, a.data(), a.size()).ok());
-    ASSERT_TRUE((*stream)->CopyToDevice(**db, b.data(), b.size()).ok());
+    std::unique_ptr<Buffer> da = Upload(a), db = Upload(b);
+    ASSERT_TRUE(da != nullptr && db != nullptr);
     std::vector<double> whole, some;
-    ASSERT_TRUE((*stream)->Reference(p, **da, **db, &whole).ok());
+    ASSERT_TRUE(stream_->Reference(p, *da, *db, &whole).ok());
     // More rows than one 64-row tile of the kernel, out of order, first and last included.
     std::vector<int64_t> rows = SampledRows(p.m, 64);
     std::reverse(rows.begin(), rows.end());
     ASSERT_GT(rows.size(), 64u);
-    absl::Status st = (*stream)->ReferenceRows(p, **da, **db, rows, &some);
+    absl::Status st = stream_->ReferenceRows(p, *da, *db, rows, &some);
     ASSERT_TRUE(st.ok()) << st;
     ASSERT_EQ(some.size(), rows.size() * p.n);
     for (size_t r = 0; r < rows.size(); ++r) {
@@ -247,7 +247,7 @@ TEST(CudaBackendTest, DeviceReferenceRowsAreTheListedRowsOfTheWholeReference) {
     }
     // The rows of C itself, copied back one by one.
     std::vector<unsigned char> rows_back(rows.size() * p.n * ElementSize(dtype));
-    st = (*stream)->CopyRowsToHost(rows_back.data(), **db, p.n * ElementSize(dtype), {129, 0});
+    st = stream_->CopyRowsToHost(rows_back.data(), *db, p.n * ElementSize(dtype), {129, 0});
     ASSERT_TRUE(st.ok()) << st;
     EXPECT_EQ(std::memcmp(rows_back.data(), b.data() + 129 * p.n * ElementSize(dtype),
                           p.n * ElementSize(dtype)),
@@ -258,29 +258,23 @@ TEST(CudaBackendTest, DeviceReferenceRowsAreTheListedRowsOfTheWholeReference) {
 // The measurer's operands are filled on the device past the table size: the
 // same values as the host fill (so a seed names the same operands everywhere),
 // and nothing past `count`.
-TEST(CudaBackendTest, RandomFillOnTheDeviceGivesTheHostFillsValues) {
-  SKIP_WITHOUT_GPU();
-  auto backend = MakeBackend();
-  ASSERT_NE(backend, nullptr);
-  auto stream = backend->CreateStream();
-  ASSERT_TRUE(stream.ok());
+TEST_F(CudaBackendTest, RandomFillOnTheDeviceGivesTheHostFillsValues) {
+  ASSERT_NO_FATAL_FAILURE(Open());
   for (DType dtype : kAllDTypes) {
     for (size_t count : {size_t{1000}, kRandomTableEntries, (size_t{3} << 20) + 7}) {
       SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " x ", count));
       const size_t es = ElementSize(dtype), total = count + 16;
       std::vector<unsigned char> want(total * es, 0xab), back(total * es);
       FillRandom(dtype, want.data(), count, 17);
-      auto buf = backend->Allocate(total * es);
-      ASSERT_TRUE(buf.ok());
-      std::vector<unsigned char> marked(total * es, 0xab);
-      ASSERT_TRUE((*stream)->CopyToDevice(**buf, marked.data(), marked.size()).ok());
-      absl::Status st = (*stream)->FillRandom(**buf, dtype, count, 17);
+      std::unique_ptr<Buffer> buf = Upload(std::vector<unsigned char>(total * es, 0xab));
+      ASSERT_NE(buf, nullptr);
+      absl::Status st = stream_->FillRandom(*buf, dtype, count, 17);
       ASSERT_TRUE(st.ok()) << st;
-      ASSERT_TRUE((*stream)->CopyToHost(back.data(), **buf, back.size()).ok());
+      ASSERT_TRUE(stream_->CopyToHost(back.data(), *buf, back.size()).ok());
       EXPECT_EQ(std::memcmp(back.data(), want.data(), count * es), 0) << "values differ";
       EXPECT_EQ(std::memcmp(back.data() + count * es, want.data() + count * es, 16 * es), 0)
           << "the fill wrote past its count";
-      EXPECT_FALSE((*stream)->FillRandom(**buf, dtype, total + 1, 17).ok())
+      EXPECT_FALSE(stream_->FillRandom(*buf, dtype, total + 1, 17).ok())
           << "a fill past the buffer must be refused";
     }
   }
@@ -289,14 +283,10 @@ TEST(CudaBackendTest, RandomFillOnTheDeviceGivesTheHostFillsValues) {
 // The oracle reads its rows in batches as large as the staging holds: several
 // batches, runs of consecutive rows, rows out of order, and a row larger than
 // the whole staging all come back as the listed rows, packed.
-TEST(CudaBackendTest, RowsCopiedInBatchesAreTheListedRows) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaBackendTest, RowsCopiedInBatchesAreTheListedRows) {
   CudaBackendOptions options;
   options.staging_bytes = 2 << 20;  // 1 MiB halves
-  auto backend = MakeBackend(options);
-  ASSERT_NE(backend, nullptr);
-  auto stream = backend->CreateStream();
-  ASSERT_TRUE(stream.ok());
+  ASSERT_NO_FATAL_FAILURE(Open(options));
   for (size_t row_bytes : {size_t{300} << 10, size_t{3} << 20}) {  // 6 rows per batch; none
     SCOPED_TRACE(absl::StrCat("row of ", row_bytes, " bytes"));
     const int64_t m = 40;
@@ -306,12 +296,11 @@ TEST(CudaBackendTest, RowsCopiedInBatchesAreTheListedRows) {
       const uint32_t word = rng();
       std::memcpy(src.data() + i, &word, 4);
     }
-    auto buf = backend->Allocate(src.size());
-    ASSERT_TRUE(buf.ok());
-    ASSERT_TRUE((*stream)->CopyToDevice(**buf, src.data(), src.size()).ok());
+    std::unique_ptr<Buffer> buf = Upload(src);
+    ASSERT_NE(buf, nullptr);
     const std::vector<int64_t> rows = {0, 1, 2, 3, 9, 20, 21, 5, 39, 38, 11};
     std::vector<unsigned char> back(rows.size() * row_bytes);
-    absl::Status st = (*stream)->CopyRowsToHost(back.data(), **buf, row_bytes, rows);
+    absl::Status st = stream_->CopyRowsToHost(back.data(), *buf, row_bytes, rows);
     ASSERT_TRUE(st.ok()) << st;
     for (size_t r = 0; r < rows.size(); ++r) {
       EXPECT_EQ(std::memcmp(back.data() + r * row_bytes, src.data() + rows[r] * row_bytes,
@@ -319,43 +308,35 @@ TEST(CudaBackendTest, RowsCopiedInBatchesAreTheListedRows) {
                 0)
           << "packed row " << r << " (row " << rows[r] << ")";
     }
-    EXPECT_FALSE((*stream)->CopyRowsToHost(back.data(), **buf, row_bytes, {0, m}).ok())
+    EXPECT_FALSE(stream_->CopyRowsToHost(back.data(), *buf, row_bytes, {0, m}).ok())
         << "a row past the buffer must be refused";
   }
 }
 
-TEST(CudaBackendTest, DeviceCountsOfNonFiniteAndDifferingElementsAreExact) {
-  SKIP_WITHOUT_GPU();
-  auto backend = MakeBackend();
-  ASSERT_NE(backend, nullptr);
-  auto stream = backend->CreateStream();
-  ASSERT_TRUE(stream.ok());
+TEST_F(CudaBackendTest, DeviceCountsOfNonFiniteAndDifferingElementsAreExact) {
+  ASSERT_NO_FATAL_FAILURE(Open());
   for (DType dtype : kAllDTypes) {
     SCOPED_TRACE(DTypeName(dtype));
     const size_t count = (3 << 20) + 17;  // several blocks per SM, not a multiple of a warp
     const size_t elem = ElementSize(dtype);
     std::vector<unsigned char> host(count * elem);
     FillRandom(dtype, host.data(), count, 31);
-    auto x = backend->Allocate(host.size());
-    auto y = backend->Allocate(host.size());
-    ASSERT_TRUE(x.ok() && y.ok());
-    ASSERT_TRUE((*stream)->CopyToDevice(**x, host.data(), host.size()).ok());
-    ASSERT_TRUE((*stream)->CopyToDevice(**y, host.data(), host.size()).ok());
-    EXPECT_EQ((*stream)->CountNonFinite(**x, dtype, count).value(), 0);
-    EXPECT_EQ((*stream)->CountDifferences(**x, **y, dtype, count).value(), 0);
-    ASSERT_TRUE((*stream)->Poison(**x, dtype, 1000).ok());  // NaN in the first 1000
+    std::unique_ptr<Buffer> x = Upload(host), y = Upload(host);
+    ASSERT_TRUE(x != nullptr && y != nullptr);
+    EXPECT_EQ(stream_->CountNonFinite(*x, dtype, count).value(), 0);
+    EXPECT_EQ(stream_->CountDifferences(*x, *y, dtype, count).value(), 0);
+    ASSERT_TRUE(stream_->Poison(*x, dtype, 1000).ok());  // NaN in the first 1000
     StoreFromDouble(dtype, host.data(), count - 1, std::numeric_limits<double>::infinity());
     StoreFromDouble(dtype, host.data(), count - 2, -std::numeric_limits<double>::infinity());
-    ASSERT_TRUE((*stream)->CopyToDevice(**y, host.data(), host.size()).ok());
-    EXPECT_EQ((*stream)->CountNonFinite(**x, dtype, count).value(), 1000);
-    EXPECT_EQ((*stream)->CountNonFinite(**y, dtype, count).value(), 2);
-    EXPECT_EQ((*stream)->CountNonFinite(**x, dtype, 10).value(), 10);
-    EXPECT_EQ((*stream)->CountDifferences(**x, **y, dtype, count).value(), 1002);
+    ASSERT_TRUE(stream_->CopyToDevice(*y, host.data(), host.size()).ok());
+    EXPECT_EQ(stream_->CountNonFinite(*x, dtype, count).value(), 1000);
+    EXPECT_EQ(stream_->CountNonFinite(*y, dtype, count).value(), 2);
+    EXPECT_EQ(stream_->CountNonFinite(*x, dtype, 10).value(), 10);
+    EXPECT_EQ(stream_->CountDifferences(*x, *y, dtype, count).value(), 1002);
   }
 }
 
-TEST(CudaBackendTest, SmClockIsReportedWhereNvmlIsThere) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaBackendTest, SmClockIsReportedWhereNvmlIsThere) {
   auto backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
   const std::optional<double> mhz = backend->SmClockMhz();
@@ -365,8 +346,7 @@ TEST(CudaBackendTest, SmClockIsReportedWhereNvmlIsThere) {
   std::printf("SM clock now: %.0f MHz\n", *mhz);
 }
 
-TEST(CudaBackendTest, StickyDeviceErrorMakesHealthReportTheCause) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaBackendTest, StickyDeviceErrorMakesHealthReportTheCause) {
   // A fault destroys the context for the whole process: run it in a fresh child.
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(

@@ -15,15 +15,6 @@ namespace {
 
 constexpr CpuIsa kForced[] = {CpuIsa::kBaseline, CpuIsa::kX86_64_V3, CpuIsa::kX86_64_V4};
 
-bool Supported(CpuIsa isa) {
-  __builtin_cpu_init();
-  switch (isa) {
-    case CpuIsa::kX86_64_V3: return __builtin_cpu_supports("x86-64-v3");
-    case CpuIsa::kX86_64_V4: return __builtin_cpu_supports("x86-64-v4");
-    default: return true;
-  }
-}
-
 std::string IsaId(CpuIsa isa) {
   std::string name = CpuIsaName(isa);
   for (char& ch : name) {
@@ -35,7 +26,7 @@ std::string IsaId(CpuIsa isa) {
 class CpuBlockedIsaTest : public ::testing::TestWithParam<std::tuple<CpuIsa, DType>> {
  protected:
   void SetUp() override {
-    if (!Supported(std::get<0>(GetParam()))) {
+    if (!CpuSupports(std::get<0>(GetParam()))) {
       GTEST_SKIP() << "this CPU lacks " << CpuIsaName(std::get<0>(GetParam()));
     }
   }
@@ -97,7 +88,7 @@ INSTANTIATE_TEST_SUITE_P(Forced, CpuBlockedIsaTest,
 
 // v3 and v4 run the same fused multiply-adds lane by lane: same bits.
 TEST(CpuBlockedIsaAgreementTest, FusedVariantsAgreeBitwise) {
-  if (!Supported(CpuIsa::kX86_64_V4)) GTEST_SKIP() << "this CPU lacks x86-64-v4";
+  if (!CpuSupports(CpuIsa::kX86_64_V4)) GTEST_SKIP() << "this CPU lacks x86-64-v4";
   const CandidateSpec v3 = MakeCpuBlockedCandidate({.threads = 2, .isa = CpuIsa::kX86_64_V3});
   const CandidateSpec v4 = MakeCpuBlockedCandidate({.threads = 2, .isa = CpuIsa::kX86_64_V4});
   CpuHarness harness;
@@ -112,9 +103,9 @@ TEST(CpuBlockedIsaAgreementTest, FusedVariantsAgreeBitwise) {
 
 TEST(CpuBlockedIsaAgreementTest, AutoPicksTheBestSupportedVariant) {
   const CandidateSpec spec = MakeCpuBlockedCandidate({.threads = 1});
-  const CpuIsa best = Supported(CpuIsa::kX86_64_V4)   ? CpuIsa::kX86_64_V4
-                      : Supported(CpuIsa::kX86_64_V3) ? CpuIsa::kX86_64_V3
-                                                      : CpuIsa::kBaseline;
+  const CpuIsa best = CpuSupports(CpuIsa::kX86_64_V4)   ? CpuIsa::kX86_64_V4
+                      : CpuSupports(CpuIsa::kX86_64_V3) ? CpuIsa::kX86_64_V3
+                                                        : CpuIsa::kBaseline;
   EXPECT_NE(spec.description.find(CpuIsaName(best)), std::string::npos) << spec.description;
 }
 
