@@ -52,14 +52,6 @@ using namespace arbiter::gemm_check;  // NOLINT: the bench tools' shared checker
 
 // ---- the candidates ---------------------------------------------------------------
 
-struct Op {
-  DType dtype;
-  const void* a;
-  const void* b;
-  void* c;
-  int64_t m, n, k;
-};
-
 struct Candidate {
   std::string name;
   std::vector<DType> dtypes;
@@ -75,26 +67,14 @@ struct Context {
 };
 Context g_ctx;
 
-// Launches `launcher` for `op` with the scratch it asks for; exits on a launch error.
-void RunFamily(const k::Launcher& launcher, const Op& op, cudaStream_t stream) {
-  k::LaunchArgs args = Args(op.dtype, op.a, op.b, op.c, op.m, op.n, op.k, g_ctx.sm_count);
-  const cudaError_t err = Launch(launcher, args, g_ctx.workspace, stream);
-  if (err != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s (%s)\n", launcher.name, cudaGetErrorName(err),
-                 cudaGetErrorString(err));
-    std::exit(2);
-  }
-}
-
 // The family behind `launcher`, as a Candidate's run.
 std::function<void(const Op&, cudaStream_t)> Run(const k::Launcher& launcher) {
-  return [launcher](const Op& op, cudaStream_t stream) { RunFamily(launcher, op, stream); };
+  return [launcher](const Op& op, cudaStream_t stream) {
+    RunFamily(launcher, op, g_ctx.sm_count, g_ctx.workspace, stream);
+  };
 }
 
-void Cublas(const Op& op, cudaStream_t stream) {
-  RowMajorGemmEx(g_ctx.cublas, op.dtype, op.m, op.n, op.k, op.a, op.k, op.b, op.n, op.c, op.n,
-                 stream);
-}
+void Cublas(const Op& op, cudaStream_t stream) { RowMajorGemmEx(g_ctx.cublas, op, stream); }
 
 std::vector<Candidate> Candidates() {
   const std::vector<DType> half = {DType::kF16, DType::kBF16};

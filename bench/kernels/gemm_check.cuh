@@ -42,8 +42,8 @@ namespace arbiter::gemm_check {
   do {                                                                                       \
     cublasStatus_t st_ = (call);                                                             \
     if (st_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-      std::fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #call,       \
-                   static_cast<int>(st_));                                                   \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
+                   cublasGetStatusName(st_));                                                \
       std::exit(2);                                                                          \
     }                                                                                        \
   } while (0)
@@ -141,6 +141,15 @@ class Scratch {
   size_t bytes_ = 0;
 };
 
+// One GEMM on the device: row-major C[m, n] = A[m, k] B[k, n] of `dtype`, contiguous.
+struct Op {
+  DType dtype;
+  const void* a;
+  const void* b;
+  void* c;
+  int64_t m, n, k;
+};
+
 inline kernels::LaunchArgs Args(DType dtype, const void* a, const void* b, void* c, int64_t m,
                                 int64_t n, int64_t k, int sm_count) {
   kernels::LaunchArgs args;
@@ -166,6 +175,18 @@ inline cudaError_t Launch(const kernels::Launcher& launcher, kernels::LaunchArgs
   return launcher.launch(args, stream);
 }
 
+// Launches a family through its Launcher for `op`; exits naming the family on a launch error.
+inline void RunFamily(const kernels::Launcher& launcher, const Op& op, int sm_count,
+                      Scratch& scratch, cudaStream_t stream) {
+  kernels::LaunchArgs args = Args(op.dtype, op.a, op.b, op.c, op.m, op.n, op.k, sm_count);
+  const cudaError_t err = Launch(launcher, args, scratch, stream);
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s (%s)\n", launcher.name, cudaGetErrorName(err),
+                 cudaGetErrorString(err));
+    std::exit(2);
+  }
+}
+
 inline cudaDataType_t CudaType(DType d) {
   return d == DType::kF16 ? CUDA_R_16F : d == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
@@ -182,6 +203,11 @@ inline void RowMajorGemmEx(cublasHandle_t cublas, DType dtype, int64_t m, int64_
                             static_cast<int>(m), static_cast<int>(k), &alpha, b, type,
                             static_cast<int>(ldb), a, type, static_cast<int>(lda), &beta, c, type,
                             static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// RowMajorGemmEx for `op`, its operands contiguous.
+inline void RowMajorGemmEx(cublasHandle_t cublas, const Op& op, cudaStream_t stream) {
+  RowMajorGemmEx(cublas, op.dtype, op.m, op.n, op.k, op.a, op.k, op.b, op.n, op.c, op.n, stream);
 }
 
 // ---- device helpers: random fill, f64 reference, checker ----------------------

@@ -58,6 +58,7 @@ using arbiter::DType;
 namespace k = arbiter::kernels;
 namespace gc = arbiter::gemm_check;
 using gc::CheckResult;
+using gc::Op;
 using gc::kGuardBytes;
 using gc::Percentile;
 
@@ -88,14 +89,6 @@ __global__ void EmptyKernel() {}
 
 // ---- the candidates -----------------------------------------------------------------
 
-struct Op {
-  DType dtype;
-  const void* a;
-  const void* b;
-  void* c;
-  int64_t m, n, k;
-};
-
 struct Context {
   int sm_count = 0;
   cublasHandle_t cublas = nullptr;
@@ -113,9 +106,7 @@ void GemmEx(DType dtype, int64_t m, int64_t n, int64_t k, const void* a, int64_t
   gc::RowMajorGemmEx(g.cublas, dtype, m, n, k, a, lda, b, ldb, c, ldc, s);
 }
 
-void Cublas(const Op& op, cudaStream_t s) {
-  GemmEx(op.dtype, op.m, op.n, op.k, op.a, op.k, op.b, op.n, op.c, op.n, s);
-}
+void Cublas(const Op& op, cudaStream_t s) { gc::RowMajorGemmEx(g.cublas, op, s); }
 
 int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 size_t RoundUpBytes(size_t v) { return (v + 255) / 256 * 256; }
@@ -264,8 +255,7 @@ void CublasLt(const Op& op, int rank, cudaStream_t s) {
 
 // A family through its Launcher (kernels/common/launch_args.h), with the scratch it asks for.
 void RunFamily(const k::Launcher& launcher, const Op& op, cudaStream_t s) {
-  k::LaunchArgs args = gc::Args(op.dtype, op.a, op.b, op.c, op.m, op.n, op.k, g.sm_count);
-  CUDA_CHECK(gc::Launch(launcher, args, g.workspace, s));
+  gc::RunFamily(launcher, op, g.sm_count, g.workspace, s);
 }
 
 void Skinny(const Op& op, cudaStream_t s) { RunFamily(k::kSkinnyStream, op, s); }
