@@ -24,40 +24,18 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernels/gemm_check.cuh"
 #include "kernels/wgmma/wgmma_gemm.h"
 
 namespace {
 
 using arbiter::wgmma::WgmmaDType;
+using arbiter::gemm_check::Shape;
 using arbiter::wgmma::WgmmaTile;
-
-#define CHECK_CUDA(call)                                                                   \
-  do {                                                                                     \
-    cudaError_t err_ = (call);                                                             \
-    if (err_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s failed: %s at %s:%d\n", #call, cudaGetErrorName(err_), __FILE__, \
-                   __LINE__);                                                              \
-      std::exit(2);                                                                        \
-    }                                                                                      \
-  } while (0)
-
-#define CHECK_CUBLAS(call)                                                                    \
-  do {                                                                                        \
-    cublasStatus_t st_ = (call);                                                              \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                       \
-      std::fprintf(stderr, "%s failed: %s at %s:%d\n", #call, cublasGetStatusName(st_), __FILE__, \
-                   __LINE__);                                                                 \
-      std::exit(2);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 // The candidate contract's budget (kernels/wgmma/wgmma_candidate.cc).
 constexpr double kAbs = 1e-6;
 constexpr double kRel = 1e-5;
-
-struct Shape {
-  int64_t m, n, k;
-};
 
 // ------------------------------------------------------------ device helpers
 
@@ -216,11 +194,7 @@ Options ParseOptions(int argc, char** argv) {
       }
       ++i;
     } else if (arg == "--shapes") {
-      o.shapes.clear();
-      for (const std::string& item : Split(value)) {
-        Shape s{};
-        if (std::sscanf(item.c_str(), "%ldx%ldx%ld", &s.m, &s.n, &s.k) == 3) o.shapes.push_back(s);
-      }
+      if (i + 1 < argc) o.shapes = arbiter::gemm_check::ParseShapes(argv[i + 1]);
       ++i;
     } else {
       std::fprintf(stderr, "usage: wgmma_bench [--reps N] [--warmup N] [--dtypes bf16,f16] "
@@ -248,26 +222,26 @@ Timing Summarize(std::vector<float> ms) {
 class Bench {
  public:
   explicit Bench(const Options& options) : options_(options) {
-    CHECK_CUDA(cudaStreamCreate(&stream_));
-    CHECK_CUBLAS(cublasCreate(&cublas_));
-    CHECK_CUBLAS(cublasSetStream(cublas_, stream_));
-    CHECK_CUDA(cudaGetDeviceProperties(&props_, 0));
+    CUDA_CHECK(cudaStreamCreate(&stream_));
+    CUBLAS_CHECK(cublasCreate(&cublas_));
+    CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    CUDA_CHECK(cudaGetDeviceProperties(&props_, 0));
     flush_bytes_ = 2 * static_cast<size_t>(props_.l2CacheSize);
-    CHECK_CUDA(cudaMalloc(&flush_, flush_bytes_));
-    CHECK_CUDA(cudaMemset(flush_, 1, flush_bytes_));
-    CHECK_CUDA(cudaMalloc(&sink_, sizeof(int)));
-    CHECK_CUDA(cudaMalloc(&stats_, sizeof(CheckStats)));
-    CHECK_CUDA(cudaMalloc(&max_ref_, sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&flush_, flush_bytes_));
+    CUDA_CHECK(cudaMemset(flush_, 1, flush_bytes_));
+    CUDA_CHECK(cudaMalloc(&sink_, sizeof(int)));
+    CUDA_CHECK(cudaMalloc(&stats_, sizeof(CheckStats)));
+    CUDA_CHECK(cudaMalloc(&max_ref_, sizeof(float)));
     for (auto& per_variant : events_) {
-      for (cudaEvent_t& e : per_variant) CHECK_CUDA(cudaEventCreate(&e));
+      for (cudaEvent_t& e : per_variant) CUDA_CHECK(cudaEventCreate(&e));
     }
   }
 
   void PrintDevice() const {
     int driver = 0, runtime = 0, cublas_version = 0;
-    CHECK_CUDA(cudaDriverGetVersion(&driver));
-    CHECK_CUDA(cudaRuntimeGetVersion(&runtime));
-    CHECK_CUBLAS(cublasGetVersion(cublas_, &cublas_version));
+    CUDA_CHECK(cudaDriverGetVersion(&driver));
+    CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    CUBLAS_CHECK(cublasGetVersion(cublas_, &cublas_version));
     std::printf("device: %s, sm_%d%d, %d SMs, L2 %d MB, driver API %d, runtime %d, cuBLAS %d\n",
                 props_.name, props_.major, props_.minor, props_.multiProcessorCount,
                 props_.l2CacheSize >> 20, driver, runtime, cublas_version);
@@ -296,12 +270,12 @@ class Bench {
     std::snprintf(shape_name, sizeof(shape_name), "%ldx%ldx%ld", s.m, s.n, s.k);
     const size_t a_count = s.m * s.k, b_count = s.k * s.n, c_count = s.m * s.n;
     uint16_t *a, *b, *c;
-    CHECK_CUDA(cudaMalloc(&a, a_count * 2));
-    CHECK_CUDA(cudaMalloc(&b, b_count * 2));
-    CHECK_CUDA(cudaMalloc(&c, c_count * 2));
+    CUDA_CHECK(cudaMalloc(&a, a_count * 2));
+    CUDA_CHECK(cudaMalloc(&b, b_count * 2));
+    CUDA_CHECK(cudaMalloc(&c, c_count * 2));
     FillRandom<<<1024, 256, 0, stream_>>>(a, a_count, seed * 2 + 1, bf16);
     FillRandom<<<1024, 256, 0, stream_>>>(b, b_count, seed * 2 + 2, bf16);
-    CHECK_CUDA(cudaGetLastError());
+    CUDA_CHECK(cudaGetLastError());
 
     // Reference rows: all of them up to ~2.5e11 multiply-adds, else a spread
     // of rows (every element of C is still checked for being written).
@@ -318,30 +292,30 @@ class Bench {
     const int num_rows = static_cast<int>(row_list.size());
     int* rows_dev;
     double* ref;
-    CHECK_CUDA(cudaMalloc(&rows_dev, row_list.size() * sizeof(int)));
-    CHECK_CUDA(cudaMemcpy(rows_dev, row_list.data(), row_list.size() * sizeof(int), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMalloc(&ref, static_cast<size_t>(num_rows) * s.n * sizeof(double)));
+    CUDA_CHECK(cudaMalloc(&rows_dev, row_list.size() * sizeof(int)));
+    CUDA_CHECK(cudaMemcpy(rows_dev, row_list.data(), row_list.size() * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&ref, static_cast<size_t>(num_rows) * s.n * sizeof(double)));
     dim3 ref_grid(static_cast<unsigned>((s.n + 127) / 128), static_cast<unsigned>((num_rows + 7) / 8));
     ReferenceRows<<<ref_grid, 128, 0, stream_>>>(a, b, rows_dev, num_rows, s.n, s.k, bf16, ref);
-    CHECK_CUDA(cudaGetLastError());
-    CHECK_CUDA(cudaMemsetAsync(max_ref_, 0, sizeof(float), stream_));
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemsetAsync(max_ref_, 0, sizeof(float), stream_));
     MaxAbs<<<512, 256, 0, stream_>>>(ref, static_cast<size_t>(num_rows) * s.n, max_ref_);
     float max_ref = 0;
-    CHECK_CUDA(cudaMemcpyAsync(&max_ref, max_ref_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    CHECK_CUDA(cudaStreamSynchronize(stream_));
+    CUDA_CHECK(cudaMemcpyAsync(&max_ref, max_ref_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
     const double u = bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
 
     auto check = [&](CheckStats* out) {
-      CHECK_CUDA(cudaMemsetAsync(stats_, 0, sizeof(CheckStats), stream_));
+      CUDA_CHECK(cudaMemsetAsync(stats_, 0, sizeof(CheckStats), stream_));
       CompareRows<<<1024, 256, 0, stream_>>>(c, ref, rows_dev, num_rows, s.n, static_cast<double>(s.k),
                                             max_ref, u, bf16, stats_);
       CountNonFinite<<<1024, 256, 0, stream_>>>(c, c_count, bf16, stats_);
-      CHECK_CUDA(cudaGetLastError());
-      CHECK_CUDA(cudaMemcpyAsync(out, stats_, sizeof(CheckStats), cudaMemcpyDeviceToHost, stream_));
-      CHECK_CUDA(cudaStreamSynchronize(stream_));
+      CUDA_CHECK(cudaGetLastError());
+      CUDA_CHECK(cudaMemcpyAsync(out, stats_, sizeof(CheckStats), cudaMemcpyDeviceToHost, stream_));
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
       return out->bad == 0 && out->nonfinite == 0;
     };
-    auto poison = [&] { CHECK_CUDA(cudaMemsetAsync(c, 0xFF, c_count * 2, stream_)); };  // 0xFFFF: NaN
+    auto poison = [&] { CUDA_CHECK(cudaMemsetAsync(c, 0xFF, c_count * 2, stream_)); };  // 0xFFFF: NaN
 
     // Every wgmma tile config, then cuBLAS (row-major via C^T = B^T A^T in column-major).
     struct Variant {
@@ -365,7 +339,7 @@ class Bench {
       if (const char* why = arbiter::wgmma::WgmmaUnsupportedReason(args)) {
         v.declined = why;
       } else {
-        v.launch = [this, args] { CHECK_CUDA(arbiter::wgmma::LaunchWgmmaGemm(args, stream_)); };
+        v.launch = [this, args] { CUDA_CHECK(arbiter::wgmma::LaunchWgmmaGemm(args, stream_)); };
       }
       variants.push_back(std::move(v));
     }
@@ -374,7 +348,7 @@ class Bench {
     cublas.name = "cublas";
     cublas.launch = [this, s, a, b, c, type] {
       const float alpha = 1.0f, beta = 0.0f;
-      CHECK_CUBLAS(cublasGemmEx(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(s.n),
+      CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(s.n),
                                 static_cast<int>(s.m), static_cast<int>(s.k), &alpha, b, type,
                                 static_cast<int>(s.n), a, type, static_cast<int>(s.k), &beta, c, type,
                                 static_cast<int>(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -436,11 +410,11 @@ class Bench {
     rows->push_back(line);
     std::fprintf(stderr, "%s\n", line.c_str());
 
-    CHECK_CUDA(cudaFree(a));
-    CHECK_CUDA(cudaFree(b));
-    CHECK_CUDA(cudaFree(c));
-    CHECK_CUDA(cudaFree(rows_dev));
-    CHECK_CUDA(cudaFree(ref));
+    CUDA_CHECK(cudaFree(a));
+    CUDA_CHECK(cudaFree(b));
+    CUDA_CHECK(cudaFree(c));
+    CUDA_CHECK(cudaFree(rows_dev));
+    CUDA_CHECK(cudaFree(ref));
     return all_ok;
   }
 
@@ -456,17 +430,17 @@ class Bench {
     for (int i = 0; i < reps; ++i) {
       for (size_t v = 0; v < count; ++v) {
         Flush();
-        CHECK_CUDA(cudaEventRecord(events_[v][2 * i], stream_));
+        CUDA_CHECK(cudaEventRecord(events_[v][2 * i], stream_));
         launches[v]();
-        CHECK_CUDA(cudaEventRecord(events_[v][2 * i + 1], stream_));
+        CUDA_CHECK(cudaEventRecord(events_[v][2 * i + 1], stream_));
       }
     }
-    CHECK_CUDA(cudaStreamSynchronize(stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::vector<Timing> out;
     for (size_t v = 0; v < count; ++v) {
       std::vector<float> ms(reps);
       for (int i = 0; i < reps; ++i) {
-        CHECK_CUDA(cudaEventElapsedTime(&ms[i], events_[v][2 * i], events_[v][2 * i + 1]));
+        CUDA_CHECK(cudaEventElapsedTime(&ms[i], events_[v][2 * i], events_[v][2 * i + 1]));
       }
       out.push_back(Summarize(ms));
     }
@@ -476,7 +450,7 @@ class Bench {
   void Flush() {
     ReadFlush<<<props_.multiProcessorCount * 4, 512, 0, stream_>>>(
         static_cast<const int4*>(flush_), flush_bytes_ / sizeof(int4), sink_);
-    CHECK_CUDA(cudaGetLastError());
+    CUDA_CHECK(cudaGetLastError());
   }
 
   Options options_;
