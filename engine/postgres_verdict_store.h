@@ -109,8 +109,6 @@ class PostgresVerdictStore final : public VerdictStore {
                                 const std::function<absl::StatusOr<int64_t>(PgConnection&)>& write);
   // Notifies kChannel of `change` inside the caller's open transaction.
   absl::Status Notify(PgConnection& conn, const StoreChange& change, const std::string& op);
-  void Deliver(const std::string& payload);
-  void DeliverToAll(const StoreChange& change);
 
   const std::string describe_;  // the URI, password redacted
   const std::string origin_;

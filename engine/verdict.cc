@@ -2,11 +2,8 @@
 
 #include <cstdio>
 #include <iomanip>
-#include <map>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 
 namespace arbiter {
 
@@ -137,39 +134,6 @@ std::vector<std::pair<const char*, double>> TuningCost::Phases() const {
   return {{"setup", setup},     {"reference", reference}, {"oracle", oracle},
           {"determinism", determinism}, {"warmup", warmup}, {"flush", flush},
           {"timing", timing}};
-}
-
-std::string TuningCost::ToRecord() const {
-  std::string out;
-  for (const auto& [name, seconds] : Phases()) absl::StrAppend(&out, name, "=", seconds, ";");
-  absl::StrAppend(&out, "device=", device, ";rounds=", rounds, ";rows=", rows_checked);
-  return out;
-}
-
-TuningCost TuningCost::FromRecord(std::string_view record) {
-  TuningCost c;
-  std::map<std::string, double*> phases = {
-      {"setup", &c.setup},   {"reference", &c.reference}, {"oracle", &c.oracle},
-      {"determinism", &c.determinism}, {"warmup", &c.warmup}, {"flush", &c.flush},
-      {"timing", &c.timing}, {"device", &c.device}};
-  const std::string text(record);
-  const std::vector<std::string> fields = absl::StrSplit(text, ';', absl::SkipEmpty());
-  for (const std::string& field : fields) {
-    const size_t eq = field.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string key = field.substr(0, eq);
-    const std::string value = field.substr(eq + 1);
-    double number = 0;
-    if (!absl::SimpleAtod(value, &number)) continue;
-    if (auto it = phases.find(key); it != phases.end()) {
-      *it->second = number;
-    } else if (key == "rounds") {
-      c.rounds = static_cast<int>(number);
-    } else if (key == "rows") {
-      c.rows_checked = static_cast<int64_t>(number);
-    }
-  }
-  return c;
 }
 
 double TuningCost::Total() const {

@@ -63,10 +63,6 @@ struct TuningCost {
   // Each phase by name, in the order above (`device` is not a phase of its own).
   std::vector<std::pair<const char*, double>> Phases() const;
   double Total() const;  // the sum of the phases
-  // "setup=0.0012;reference=...;device=...;rounds=7;rows=64": how stores keep it.
-  // FromRecord ignores keys it does not know and leaves missing ones at zero.
-  std::string ToRecord() const;
-  static TuningCost FromRecord(std::string_view record);
 };
 std::ostream& operator<<(std::ostream& os, const TuningCost& c);  // "12.3ms: setup 0.1ms 1%, ..."
 
