@@ -575,9 +575,7 @@ absl::Status PostgresVerdictStore::Notify(PgConnection& conn, const StoreChange&
 // Verdicts.
 
 absl::Status PostgresVerdictStore::PutVerdict(const Verdict& v) {
-  if (v.fingerprint.empty()) {
-    return absl::InvalidArgumentError("verdict store: put verdict: empty device fingerprint");
-  }
+  RETURN_IF_ERROR(CheckPutVerdict(v));
   const std::string op = absl::StrCat("put verdict ", KeyText(v.fingerprint, v.dtype, v.bucket));
   const std::string dtype(DTypeName(v.dtype));
   const std::string bucket = StoreKeyOf(v.bucket, v.scope);
@@ -682,12 +680,7 @@ absl::StatusOr<int64_t> PostgresVerdictStore::CountVerdicts(const std::string& f
 
 absl::StatusOr<int> PostgresVerdictStore::Invalidate(const std::string& fingerprint,
                                                      const InvalidateScope& scope) {
-  // Set fields narrow the scope; with none set, `all` must say so explicitly.
-  const bool narrowed = scope.candidate || scope.dtype || scope.bucket;
-  if (!narrowed && !scope.all) {
-    return absl::InvalidArgumentError(
-        "verdict store: invalidate: empty scope; name a candidate, dtype or bucket, or set all");
-  }
+  RETURN_IF_ERROR(CheckInvalidateScope(scope));
   const std::string op = absl::StrCat("invalidate verdicts of ", fingerprint);
   const std::string sql = absl::StrCat("DELETE FROM arbiter.verdicts v ", kVerdictScope);
   // A candidate alone: every dtype and bucket may have lost one.
@@ -709,11 +702,7 @@ absl::StatusOr<int> PostgresVerdictStore::Invalidate(const std::string& fingerpr
 // Forces.
 
 absl::Status PostgresVerdictStore::PutForce(const Force& f) {
-  if (f.fingerprint.empty() || f.candidate.empty()) {
-    return absl::InvalidArgumentError(
-        "verdict store: put force: fingerprint and candidate must be set");
-  }
-  RETURN_IF_ERROR(CheckForceScope(f));
+  RETURN_IF_ERROR(CheckPutForce(f));
   const std::string op = absl::StrCat("put force ", KeyText(f.fingerprint, f.dtype, f.bucket));
   const StoreChange change = ChangeOf(StoreChange::What::kForces, f.fingerprint, f.dtype, f.bucket);
   return Write(op, change, [&](PgConnection& conn) -> absl::StatusOr<int64_t> {
@@ -790,10 +779,7 @@ absl::StatusOr<std::vector<Force>> PostgresVerdictStore::ListForces(
 // Quarantine.
 
 absl::Status PostgresVerdictStore::PutQuarantine(const QuarantineEntry& q) {
-  if (q.fingerprint.empty() || q.candidate.empty() || q.scope.empty()) {
-    return absl::InvalidArgumentError(
-        "verdict store: put quarantine: fingerprint, candidate and scope must be set");
-  }
+  RETURN_IF_ERROR(CheckPutQuarantine(q));
   const std::string op =
       absl::StrCat("put quarantine ", q.candidate, " ", q.scope, " on ", q.fingerprint);
   const StoreChange change = ChangeOf(StoreChange::What::kQuarantine, q.fingerprint);

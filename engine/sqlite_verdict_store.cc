@@ -450,9 +450,7 @@ int SqliteVerdictStore::schema_version() const {
 }
 
 absl::Status SqliteVerdictStore::PutVerdict(const Verdict& v) {
-  if (v.fingerprint.empty()) {
-    return absl::InvalidArgumentError("verdict store: put verdict: empty device fingerprint");
-  }
+  RETURN_IF_ERROR(CheckPutVerdict(v));
   const std::string op = absl::StrCat("put verdict ", KeyText(v.fingerprint, v.dtype, v.bucket));
   const std::string dtype(DTypeName(v.dtype));
   const std::string bucket = StoreKeyOf(v.bucket, v.scope);
@@ -566,12 +564,7 @@ absl::StatusOr<int64_t> SqliteVerdictStore::CountVerdicts(const std::string& fin
 
 absl::StatusOr<int> SqliteVerdictStore::Invalidate(const std::string& fingerprint,
                                                    const InvalidateScope& scope) {
-  // Set fields narrow the scope; with none set, `all` must say so explicitly.
-  const bool narrowed = scope.candidate || scope.dtype || scope.bucket;
-  if (!narrowed && !scope.all) {
-    return absl::InvalidArgumentError(
-        "verdict store: invalidate: empty scope; name a candidate, dtype or bucket, or set all");
-  }
+  RETURN_IF_ERROR(CheckInvalidateScope(scope));
   const std::string op = absl::StrCat("invalidate verdicts of ", fingerprint);
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(
@@ -585,11 +578,7 @@ absl::StatusOr<int> SqliteVerdictStore::Invalidate(const std::string& fingerprin
 }
 
 absl::Status SqliteVerdictStore::PutForce(const Force& f) {
-  if (f.fingerprint.empty() || f.candidate.empty()) {
-    return absl::InvalidArgumentError(
-        "verdict store: put force: fingerprint and candidate must be set");
-  }
-  RETURN_IF_ERROR(CheckForceScope(f));
+  RETURN_IF_ERROR(CheckPutForce(f));
   const std::string op = absl::StrCat("put force ", KeyText(f.fingerprint, f.dtype, f.bucket));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement put,
@@ -659,10 +648,7 @@ absl::StatusOr<std::vector<Force>> SqliteVerdictStore::ListForces(const std::str
 }
 
 absl::Status SqliteVerdictStore::PutQuarantine(const QuarantineEntry& q) {
-  if (q.fingerprint.empty() || q.candidate.empty() || q.scope.empty()) {
-    return absl::InvalidArgumentError(
-        "verdict store: put quarantine: fingerprint, candidate and scope must be set");
-  }
+  RETURN_IF_ERROR(CheckPutQuarantine(q));
   const std::string op =
       absl::StrCat("put quarantine ", q.candidate, " ", q.scope, " on ", q.fingerprint);
   absl::MutexLock lock(&mu_);

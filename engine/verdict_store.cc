@@ -62,6 +62,39 @@ absl::Status CheckForceScope(const Force& f) {
       f.scope.ToString()));
 }
 
+absl::Status CheckPutVerdict(const Verdict& v) {
+  if (v.fingerprint.empty()) {
+    return absl::InvalidArgumentError("verdict store: put verdict: empty device fingerprint");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPutForce(const Force& f) {
+  if (f.fingerprint.empty() || f.candidate.empty()) {
+    return absl::InvalidArgumentError(
+        "verdict store: put force: fingerprint and candidate must be set");
+  }
+  return CheckForceScope(f);
+}
+
+absl::Status CheckPutQuarantine(const QuarantineEntry& q) {
+  if (q.fingerprint.empty() || q.candidate.empty() || q.scope.empty()) {
+    return absl::InvalidArgumentError(
+        "verdict store: put quarantine: fingerprint, candidate and scope must be set");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckInvalidateScope(const InvalidateScope& scope) {
+  // Set fields narrow the scope; with none set, `all` must say so explicitly.
+  const bool narrowed = scope.candidate || scope.dtype || scope.bucket;
+  if (!narrowed && !scope.all) {
+    return absl::InvalidArgumentError(
+        "verdict store: invalidate: empty scope; name a candidate, dtype or bucket, or set all");
+  }
+  return absl::OkStatus();
+}
+
 bool IsPostgresUri(const std::string& location) {
   return absl::StartsWith(location, "postgresql://") || absl::StartsWith(location, "postgres://");
 }

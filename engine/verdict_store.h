@@ -221,8 +221,17 @@ absl::StatusOr<std::optional<Verdict>> LoadBucketVerdicts(VerdictStore& store,
                                                           const BucketKey& key);
 
 // OK when `f`'s scope is its whole bucket or one exact shape inside it;
-// INVALID_ARGUMENT saying why otherwise. Both stores check it before writing.
+// INVALID_ARGUMENT saying why otherwise.
 absl::Status CheckForceScope(const Force& f);
+
+// What both stores check before they write, so that they refuse the same requests in the
+// same words (INVALID_ARGUMENT): a verdict needs its fingerprint; a force its fingerprint,
+// candidate and a scope CheckForceScope accepts; a quarantine entry its fingerprint,
+// candidate and scope; an invalidation a field that narrows it, or `all`.
+absl::Status CheckPutVerdict(const Verdict& v);
+absl::Status CheckPutForce(const Force& f);
+absl::Status CheckPutQuarantine(const QuarantineEntry& q);
+absl::Status CheckInvalidateScope(const InvalidateScope& scope);
 
 // Whether `location` names a PostgreSQL store (postgresql:// or postgres://).
 bool IsPostgresUri(const std::string& location);
