@@ -93,7 +93,7 @@ TEST_F(SelectionPolicyTest, RacedSetIsSortedNameAtVersion) {
 
 TEST_F(SelectionPolicyTest, ForceAppliesOnlyToAnEligibleCandidateMeetingTheRequirement) {
   Start();
-  const Force force{"fp", kP.dtype, BucketOf(kP), "atomic", "pinned", 0};
+  const Force force{"fp", kP.dtype, BucketOf(kP), "atomic", "pinned", 0, VerdictScope()};
   std::optional<Selection> s = SelectForced(force, kP, EligibleFor(kP), Determinism::kNondeterministic);
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->candidate, "atomic");

@@ -56,7 +56,7 @@ void WriteSeed(const std::string& path) {
   v.results.push_back(CandidateResult{.name = "cpu_blocked", .version = 1, .tier = 2,
                                       .state = ResultState::kFailedOracle, .reason = "seed"});
   v.created_unix = 1;
-  const Force force{kFingerprint, DType::kBF16, bucket, "cpu_blocked", "seed", 1};
+  const Force force{kFingerprint, DType::kBF16, bucket, "cpu_blocked", "seed", 1, VerdictScope()};
   const QuarantineEntry q{"cpu_reference", 1, "f32", kFingerprint, "seed", 1};
   if (!(*store)->PutVerdict(v).ok() || !(*store)->PutForce(force).ok() ||
       !(*store)->PutQuarantine(q).ok()) {
@@ -90,7 +90,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)s.GetVerdict(kFingerprint, DType::kF32, bucket);
   (void)s.GetForce(kFingerprint, DType::kF32, bucket);
   // And what it writes: a force, then an invalidation.
-  (void)s.PutForce(Force{kFingerprint, DType::kF32, bucket, "cpu_blocked", "fuzz", 1});
+  (void)s.PutForce(
+      Force{kFingerprint, DType::kF32, bucket, "cpu_blocked", "fuzz", 1, VerdictScope()});
   (void)s.Invalidate(kFingerprint, InvalidateScope{.candidate = {}, .dtype = {}, .bucket = {}, .all = true});
   return 0;
 }
