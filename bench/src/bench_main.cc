@@ -204,6 +204,167 @@ double Max(const std::vector<double>& v) {
   return m;
 }
 
+// --sections, checked: section name -> asked for.
+std::map<std::string, bool> SectionsFromFlag() {
+  std::map<std::string, bool> sections;
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sections), ',', absl::SkipEmpty())) {
+    if (s != "kernels" && s != "selection" && s != "transfer" && s != "service" &&
+        s != "tuning") {
+      Die(absl::InvalidArgumentError(absl::StrCat(
+          "--sections: expected kernels, selection, transfer, service and/or tuning, got \"", s,
+          "\"")));
+    }
+    sections[std::string(s)] = true;
+  }
+  return sections;
+}
+
+// --shapes, or the public transformer list from the repository root (or a worktree under it).
+std::string ShapesPathFromFlag() {
+  if (!absl::GetFlag(FLAGS_shapes).empty()) return absl::GetFlag(FLAGS_shapes);
+  for (const char* p :
+       {"../shared/eval/transformer-shapes.txt", "../../shared/eval/transformer-shapes.txt"}) {
+    if (Exists(p)) return p;
+  }
+  Die(absl::NotFoundError(
+      "selection: no --shapes given and ../shared/eval/transformer-shapes.txt not found"));
+}
+
+// --tuning_shapes ("MxNxK:dtype,..."), or the backend's default list.
+std::vector<Problem> TuningShapesFromFlag(bool gpu) {
+  std::string spec = absl::GetFlag(FLAGS_tuning_shapes);
+  if (spec.empty()) {
+    spec = gpu ? "256x256x256:bf16,1024x1024x1024:bf16,4096x4096x4096:bf16,"
+                 "8192x8192x8192:bf16,4096x28672x4096:f16"
+               : "64x64x64:f32,128x128x128:f32,256x256x256:f32,512x512x512:f32";
+  }
+  std::vector<Problem> shapes;
+  for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
+    std::vector<std::string> parts = absl::StrSplit(item, absl::ByAnyChar("x:"));
+    Problem p;
+    std::optional<DType> dt = parts.size() == 4 ? ParseDType(parts[3]) : std::nullopt;
+    if (!dt || !absl::SimpleAtoi(parts[0], &p.m) || !absl::SimpleAtoi(parts[1], &p.n) ||
+        !absl::SimpleAtoi(parts[2], &p.k)) {
+      Die(absl::InvalidArgumentError(
+          absl::StrCat("--tuning_shapes: expected MxNxK:dtype, got \"", item, "\"")));
+    }
+    p.dtype = *dt;
+    shapes.push_back(p);
+  }
+  return shapes;
+}
+
+// What the method table says of this run beyond the device and the options.
+struct RunDescription {
+  bool gpu = false;
+  std::string started;      // UTC, when the run began
+  std::string grid;         // the kernel grid and its dtype
+  std::string shapes_path;  // the selection/transfer shape list; empty: not read
+  std::string shapes_hash;
+};
+
+// The method: how every figure was measured, on what, when and at which commit.
+Table MethodTable(const BenchDevice& dev, const SectionOptions& options, const Rates& rates,
+                  const RunDescription& run) {
+  const DeviceInfo& info = dev.backend->info();
+  const MeasureOptions& measure = options.measure;
+  std::vector<std::string> versions;
+  for (const auto& [k, v] : info.versions) versions.push_back(absl::StrCat(k, " ", v));
+  std::string clocks = absl::GetFlag(FLAGS_clocks_file).empty()
+                           ? (run.gpu ? "not recorded (pass --clocks_file)" : CpuClocks())
+                           : ReadText(absl::GetFlag(FLAGS_clocks_file));
+  while (!clocks.empty() && clocks.back() == '\n') clocks.pop_back();
+  std::replace(clocks.begin(), clocks.end(), '\n', ';');
+  if (rates.clock_max_mhz > 0) {
+    clocks = absl::StrCat("SM clock seen while timing: ", static_cast<int>(rates.clock_min_mhz),
+                          "-", static_cast<int>(rates.clock_max_mhz), " MHz; ", clocks);
+  }
+  Table method({"key", "value"});
+  method.Add({"device", absl::StrCat(info.name, " (", info.backend, ", ", info.arch, ", ",
+                                     info.multiprocessors, run.gpu ? " SMs)" : " threads)")});
+  method.Add({"versions", absl::StrJoin(versions, "; ")});
+  method.Add({"date", run.started});
+  method.Add({"commit", ARBITER_BENCH_COMMIT});
+  method.Add({"timer", TimerMethod(dev)});
+  method.Add({"warmup", absl::StrCat(measure.warmup_runs, " untimed interleaved rounds "
+                                     "(after the oracle and determinism runs)")});
+  method.Add({"repeats",
+              absl::StrCat(measure.min_samples, "..", measure.max_samples,
+                           " samples per candidate in interleaved rounds, until IQR/median < ",
+                           measure.stable_spread, ", or the race's budgets (device ",
+                           measure.device_budget_seconds, " s, wall ",
+                           measure.wall_budget_seconds, " s, limit ", measure.wall_limit_seconds,
+                           " s) are spent; figures are medians, spread IQR/median")});
+  method.Add({"cold_cache", measure.cold_cache
+                                ? absl::StrCat("the backend's FlushCache before every sample (",
+                                               info.cache_bytes, " B last-level cache evicted)")
+                                : "off (warm cache)"});
+  method.Add({"checked", "every candidate checked by the oracle on NaN-poisoned output, and its "
+                         "determinism claim, before timing (the engine's Measurer)"});
+  method.Add({"clocks", clocks.substr(0, 600)});
+  method.Add({"peak_tflops", absl::StrCat(Fixed(rates.peak_flops / 1e12, 4), " (", dev.vendor,
+                                          " at ", rates.peak_shape, ")")});
+  method.Add({"copy_bandwidth_gbs", Fixed(rates.copy_bandwidth / 1e9, 1)});
+  method.Add({"grid", run.grid});
+  method.Add({"shapes", run.shapes_path.empty()
+                            ? ""
+                            : absl::StrCat(run.shapes_path, " fnv1a64 ", run.shapes_hash)});
+  method.Add({"vendor", dev.vendor});
+  method.Add({"second_run", options.second_run ? "each kernel shape measured twice" : "off"});
+  if (!absl::GetFlag(FLAGS_note).empty()) method.Add({"note", absl::GetFlag(FLAGS_note)});
+  return method;
+}
+
+// The kernels section's summary rows: per shape its fastest candidate against `vendor` and
+// the floor, and how many second runs agreed with the first.
+void AddKernelsSummary(const Table& kernels, const std::string& vendor_name, Table* summary) {
+  std::vector<double> best_vs_vendor, best_vs_floor;
+  std::map<std::string, std::pair<double, double>> best;  // shape -> (t, vs_floor)
+  const std::vector<std::string>& cols = kernels.columns();
+  auto col = [&](const char* n) {
+    return static_cast<size_t>(std::find(cols.begin(), cols.end(), n) - cols.begin());
+  };
+  std::map<std::string, double> vendor;
+  int agree = 0, compared = 0;
+  for (const auto& r : kernels.rows()) {
+    const std::string shape = absl::StrCat(r[col("m")], "x", r[col("n")], "x", r[col("k")]);
+    double t, f;
+    if (!absl::SimpleAtod(r[col("median_s")], &t)) continue;
+    if (!absl::SimpleAtod(r[col("vs_floor")], &f)) f = 0;
+    if (!best.count(shape) || t < best[shape].first) best[shape] = {t, f};
+    if (r[col("candidate")] == vendor_name) vendor[shape] = t;
+    if (!r[col("run2_agrees")].empty()) {
+      ++compared;
+      agree += r[col("run2_agrees")] == "yes";
+    }
+  }
+  for (const auto& [shape, bf] : best) {
+    if (vendor.count(shape)) best_vs_vendor.push_back(bf.first / vendor[shape]);
+    if (bf.second > 0) best_vs_floor.push_back(bf.second);
+  }
+  summary->Add({"kernels: shapes measured", absl::StrCat(best.size())});
+  summary->Add({absl::StrCat("kernels: best / ", vendor_name, " (geomean)"),
+                Fixed(GeoMean(best_vs_vendor), 3)});
+  summary->Add({"kernels: best / floor (geomean)", Fixed(GeoMean(best_vs_floor), 2)});
+  summary->Add({"kernels: second run within spread", absl::StrCat(agree, " of ", compared)});
+}
+
+// The selection section's summary rows: served, the vendor alone and the tier default, each
+// over the best per shape.
+void AddSelectionSummary(const Table& selection, const std::string& vendor_name,
+                         Table* summary) {
+  const std::vector<double> regret = Column(selection, "regret");
+  const std::vector<double> vendor = Column(selection, "vendor_vs_best");
+  const std::vector<double> tier = Column(selection, "tier_vs_best");
+  summary->Add({"selection: shapes", absl::StrCat(selection.rows().size())});
+  summary->Add({"selection: served / best (geomean, worst)",
+                absl::StrCat(Fixed(GeoMean(regret), 3), ", ", Fixed(Max(regret), 3))});
+  summary->Add({absl::StrCat("selection: ", vendor_name, " alone / best (geomean, worst)"),
+                absl::StrCat(Fixed(GeoMean(vendor), 3), ", ", Fixed(Max(vendor), 3))});
+  summary->Add({"selection: tier default / best (geomean, worst)",
+                absl::StrCat(Fixed(GeoMean(tier), 3), ", ", Fixed(Max(tier), 3))});
+}
+
 void PrintUsage() {
   std::cout << absl::ProgramUsageMessage() << "\n\nFlags:\n";
   std::vector<std::pair<std::string, const absl::CommandLineFlag*>> flags;
@@ -257,16 +418,7 @@ int main(int argc, char** argv) {
   if (::mkdir(out.c_str(), 0755) != 0 && errno != EEXIST) {
     Die(absl::UnavailableError(absl::StrCat("--out ", out, ": cannot create")));
   }
-  std::map<std::string, bool> sections;
-  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sections), ',', absl::SkipEmpty())) {
-    if (s != "kernels" && s != "selection" && s != "transfer" && s != "service" &&
-        s != "tuning") {
-      Die(absl::InvalidArgumentError(absl::StrCat(
-          "--sections: expected kernels, selection, transfer, service and/or tuning, got \"", s,
-          "\"")));
-    }
-    sections[std::string(s)] = true;
-  }
+  std::map<std::string, bool> sections = SectionsFromFlag();
 
   SectionOptions options;
   options.measure.warmup_runs = absl::GetFlag(FLAGS_warmup);
@@ -302,20 +454,7 @@ int main(int argc, char** argv) {
   std::string shapes_path, shapes_hash;
   ShapeList list;
   if (sections["selection"] || sections["transfer"]) {
-    shapes_path = absl::GetFlag(FLAGS_shapes);
-    if (shapes_path.empty()) {
-      for (const char* p : {"../shared/eval/transformer-shapes.txt",
-                            "../../shared/eval/transformer-shapes.txt"}) {
-        if (Exists(p)) {
-          shapes_path = p;
-          break;
-        }
-      }
-      if (shapes_path.empty()) {
-        Die(absl::NotFoundError(
-            "selection: no --shapes given and ../shared/eval/transformer-shapes.txt not found"));
-      }
-    }
+    shapes_path = ShapesPathFromFlag();
     list = OrDie(ReadShapeList(shapes_path));
     shapes_hash = list.hash;
   }
@@ -401,122 +540,25 @@ int main(int argc, char** argv) {
   // Tuning cost.
   std::optional<Table> tuning;
   if (sections["tuning"]) {
-    std::string spec = absl::GetFlag(FLAGS_tuning_shapes);
-    if (spec.empty()) {
-      spec = gpu ? "256x256x256:bf16,1024x1024x1024:bf16,4096x4096x4096:bf16,"
-                   "8192x8192x8192:bf16,4096x28672x4096:f16"
-                 : "64x64x64:f32,128x128x128:f32,256x256x256:f32,512x512x512:f32";
-    }
-    std::vector<Problem> shapes;
-    for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
-      std::vector<std::string> parts = absl::StrSplit(item, absl::ByAnyChar("x:"));
-      Problem p;
-      std::optional<DType> dt = parts.size() == 4 ? ParseDType(parts[3]) : std::nullopt;
-      if (!dt || !absl::SimpleAtoi(parts[0], &p.m) || !absl::SimpleAtoi(parts[1], &p.n) ||
-          !absl::SimpleAtoi(parts[2], &p.k)) {
-        Die(absl::InvalidArgumentError(
-            absl::StrCat("--tuning_shapes: expected MxNxK:dtype, got \"", item, "\"")));
-      }
-      p.dtype = *dt;
-      shapes.push_back(p);
-    }
-    tuning = OrDie(RunTuning(kind, absl::GetFlag(FLAGS_cpu_threads), shapes,
+    tuning = OrDie(RunTuning(kind, absl::GetFlag(FLAGS_cpu_threads), TuningShapesFromFlag(gpu),
                              absl::GetFlag(FLAGS_tuning_repeats), options.verbose));
     if (auto s = tuning->WriteCsv(out + "/tuning.csv"); !s.ok()) Die(s);
   }
 
   // The method: in every result folder, as CSV (for the plots) and in the page.
   const DeviceInfo& info = dev.backend->info();
-  std::vector<std::string> versions;
-  for (const auto& [k, v] : info.versions) versions.push_back(absl::StrCat(k, " ", v));
-  std::string clocks = absl::GetFlag(FLAGS_clocks_file).empty()
-                           ? (gpu ? "not recorded (pass --clocks_file)" : CpuClocks())
-                           : ReadText(absl::GetFlag(FLAGS_clocks_file));
-  Table method({"key", "value"});
-  method.Add({"device", absl::StrCat(info.name, " (", info.backend, ", ", info.arch, ", ",
-                                     info.multiprocessors, gpu ? " SMs)" : " threads)")});
-  method.Add({"versions", absl::StrJoin(versions, "; ")});
-  method.Add({"date", started});
-  method.Add({"commit", ARBITER_BENCH_COMMIT});
-  method.Add({"timer", TimerMethod(dev)});
-  method.Add({"warmup", absl::StrCat(options.measure.warmup_runs, " untimed interleaved rounds "
-                                     "(after the oracle and determinism runs)")});
-  method.Add({"repeats",
-              absl::StrCat(options.measure.min_samples, "..", options.measure.max_samples,
-                           " samples per candidate in interleaved rounds, until IQR/median < ",
-                           options.measure.stable_spread, ", or the race's budgets (device ",
-                           options.measure.device_budget_seconds, " s, wall ",
-                           options.measure.wall_budget_seconds, " s, limit ",
-                           options.measure.wall_limit_seconds,
-                           " s) are spent; figures are medians, spread IQR/median")});
-  method.Add({"cold_cache", options.measure.cold_cache
-                                ? absl::StrCat("the backend's FlushCache before every sample (",
-                                               info.cache_bytes, " B last-level cache evicted)")
-                                : "off (warm cache)"});
-  method.Add({"checked", "every candidate checked by the oracle on NaN-poisoned output, and its "
-                         "determinism claim, before timing (the engine's Measurer)"});
-  while (!clocks.empty() && clocks.back() == '\n') clocks.pop_back();
-  std::replace(clocks.begin(), clocks.end(), '\n', ';');
-  if (rates.clock_max_mhz > 0) {
-    clocks = absl::StrCat("SM clock seen while timing: ", static_cast<int>(rates.clock_min_mhz),
-                          "-", static_cast<int>(rates.clock_max_mhz), " MHz; ", clocks);
-  }
-  method.Add({"clocks", clocks.substr(0, 600)});
-  method.Add({"peak_tflops", absl::StrCat(Fixed(rates.peak_flops / 1e12, 4), " (", dev.vendor,
-                                          " at ", rates.peak_shape, ")")});
-  method.Add({"copy_bandwidth_gbs", Fixed(rates.copy_bandwidth / 1e9, 1)});
-  method.Add({"grid", absl::StrCat(grid_name, " ", dtype_name)});
-  method.Add({"shapes", shapes_path.empty() ? "" : absl::StrCat(shapes_path, " fnv1a64 ", shapes_hash)});
-  method.Add({"vendor", dev.vendor});
-  method.Add({"second_run", options.second_run ? "each kernel shape measured twice" : "off"});
-  if (!absl::GetFlag(FLAGS_note).empty()) method.Add({"note", absl::GetFlag(FLAGS_note)});
+  const Table method = MethodTable(dev, options, rates,
+                                   RunDescription{.gpu = gpu,
+                                                  .started = started,
+                                                  .grid = absl::StrCat(grid_name, " ", dtype_name),
+                                                  .shapes_path = shapes_path,
+                                                  .shapes_hash = shapes_hash});
   if (auto s = method.WriteCsv(out + "/method.csv"); !s.ok()) Die(s);
 
   // Summary: the page and the last lines on stdout.
   Table summary({"figure", "value"});
-  if (kernels) {
-    std::vector<double> best_vs_vendor, best_vs_floor;
-    std::map<std::string, std::pair<double, double>> best;  // shape -> (t, vs_floor)
-    std::vector<std::string> cols = kernels->columns();
-    auto col = [&](const char* n) {
-      return static_cast<size_t>(std::find(cols.begin(), cols.end(), n) - cols.begin());
-    };
-    std::map<std::string, double> vendor;
-    int agree = 0, compared = 0;
-    for (const auto& r : kernels->rows()) {
-      const std::string shape = absl::StrCat(r[col("m")], "x", r[col("n")], "x", r[col("k")]);
-      double t, f;
-      if (!absl::SimpleAtod(r[col("median_s")], &t)) continue;
-      if (!absl::SimpleAtod(r[col("vs_floor")], &f)) f = 0;
-      if (!best.count(shape) || t < best[shape].first) best[shape] = {t, f};
-      if (r[col("candidate")] == dev.vendor) vendor[shape] = t;
-      if (!r[col("run2_agrees")].empty()) {
-        ++compared;
-        agree += r[col("run2_agrees")] == "yes";
-      }
-    }
-    for (const auto& [shape, bf] : best) {
-      if (vendor.count(shape)) best_vs_vendor.push_back(bf.first / vendor[shape]);
-      if (bf.second > 0) best_vs_floor.push_back(bf.second);
-    }
-    summary.Add({"kernels: shapes measured", absl::StrCat(best.size())});
-    summary.Add({absl::StrCat("kernels: best / ", dev.vendor, " (geomean)"),
-                 Fixed(GeoMean(best_vs_vendor), 3)});
-    summary.Add({"kernels: best / floor (geomean)", Fixed(GeoMean(best_vs_floor), 2)});
-    summary.Add({"kernels: second run within spread", absl::StrCat(agree, " of ", compared)});
-  }
-  if (selection) {
-    const std::vector<double> regret = Column(*selection, "regret");
-    const std::vector<double> vendor = Column(*selection, "vendor_vs_best");
-    const std::vector<double> tier = Column(*selection, "tier_vs_best");
-    summary.Add({"selection: shapes", absl::StrCat(selection->rows().size())});
-    summary.Add({"selection: served / best (geomean, worst)",
-                 absl::StrCat(Fixed(GeoMean(regret), 3), ", ", Fixed(Max(regret), 3))});
-    summary.Add({absl::StrCat("selection: ", dev.vendor, " alone / best (geomean, worst)"),
-                 absl::StrCat(Fixed(GeoMean(vendor), 3), ", ", Fixed(Max(vendor), 3))});
-    summary.Add({"selection: tier default / best (geomean, worst)",
-                 absl::StrCat(Fixed(GeoMean(tier), 3), ", ", Fixed(Max(tier), 3))});
-  }
+  if (kernels) AddKernelsSummary(*kernels, dev.vendor, &summary);
+  if (selection) AddSelectionSummary(*selection, dev.vendor, &summary);
   if (transfer) {
     const std::vector<double> before = Column(*transfer, "regret_before");
     const std::vector<double> after = Column(*transfer, "regret_after");
