@@ -37,8 +37,11 @@ inline constexpr int64_t kSkinnyStreamRacedAlignN = 8;
 
 // A member: the CTA's column strip, the depth of its ring and how the K splits
 // are planned and added. Only the combinations in kSkinnyStreamConfigs are
-// built (the first for every dtype and load width; the others for bf16 with
-// N % 8 == 0, for the bench to race).
+// built (the first for every dtype and load width, s128x4c4 also for an even
+// ragged N in both dtypes; the others for bf16 with N % 8 == 0, for the bench
+// to race). In a cluster launch with more than one token group the ring may run
+// fewer stages than `stages` (skinny_stream.cu, RingStages: the cluster's CTAs
+// must all be resident in one wave).
 struct SkinnyStreamConfig {
   int columns = 128;    // B columns per CTA (256 or 128): a warp per 32 columns
   int stages = 6;       // 32-row stages in the ring (stages - 1 in flight)
