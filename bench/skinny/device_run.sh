@@ -10,10 +10,16 @@
 #   ../shared/device/bundle .device-skinny build/bin/skinny_bench build/bin/skinny_tests
 #   cp bench/skinny/device_run.sh .device-skinny/
 #   optionally a previous skinny_bench as .device-skinny/bin/skinny_bench_prev: the
-#   same shapes are then timed with it too, in the same call (an A/B of the change).
-# There (carry .device-skinny):  bash .device-skinny/device_run.sh .device-skinny "$OUT"
+#   same shapes are then timed with it too, in the same call (an A/B of the change);
+#   optionally build/bin/cuda_candidates_tests too: the registered candidates
+#   (skinny and skinny_wide among them) checked through the registry's path.
+# There (carry .device-skinny; the tool sends the session's checkout, /work/main,
+# so the bundle must sit in that checkout's ignored .device-skinny):
+#   bash .device-skinny/device_run.sh .device-skinny "$OUT"
+# At most 8 files come back: the logs and tables are gathered into $OUT last.
 set -uo pipefail
-bundle=$(cd "$1" && pwd) out=$2
+bundle=$(cd "$1" && pwd) final=$2
+out=$(mktemp -d)
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="/usr/local/cuda/bin:$PATH"
 bench=$bundle/bin/skinny_bench prev=$bundle/bin/skinny_bench_prev
@@ -39,6 +45,10 @@ fi
 
 timeout 60 "$bundle/bin/skinny_tests" > "$out/gtest.log" 2>&1; echo "gtest rc=$?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|differ" "$out/gtest.log" | head -30
+if [[ -x $bundle/bin/cuda_candidates_tests ]]; then
+  timeout 90 "$bundle/bin/cuda_candidates_tests" > "$out/candidates.log" 2>&1; echo "cuda_candidates_tests rc=$?"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure" "$out/candidates.log" | head -20
+fi
 
 if command -v compute-sanitizer >/dev/null; then
   timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 "$bundle/bin/skinny_tests" \
@@ -47,11 +57,13 @@ if command -v compute-sanitizer >/dev/null; then
   grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | head -5
 fi
 
-# Why 64 rows are slow or not: each config's launch at 64x4096x4096.
-if command -v ncu >/dev/null && (( SECONDS < 100 )); then
-  timeout 30 ncu --section SpeedOfLight --section Occupancy --section SchedulerStats \
-    --section WarpStateStats -k regex:'SkinnyStream|SplitReduce' --launch-skip 3 -c 8 "$bench" \
-    --candidates s128x6c2,s256x4w2,s128x4c4 --shapes 64x4096x4096 --check_shapes 1x64x64 --reps 3 \
+# Why 16 and 64 rows are slow or not: the launches at 64x4096x4096 and
+# 16x4096x4096 (where cuBLAS still wins), with every stall reason.
+if command -v ncu >/dev/null && (( SECONDS < 150 )); then
+  timeout 40 ncu --section SpeedOfLight --section Occupancy --section SchedulerStats \
+    --section WarpStateStats --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+    -k regex:'SkinnyStream|SplitReduce' --launch-skip 3 -c 12 "$bench" \
+    --candidates s128x6c2,s256x4c2,s256x4w2 --shapes 64x4096x4096,16x4096x4096 --check_shapes 1x64x64 --reps 3 \
     > "$out/ncu-rows.log" 2>&1
   echo "ncu rc=$?"
   grep -E "SkinnyStreamKernel<|SplitReduceKernel<|Duration|Registers Per|Achieved Occupancy|Issued Warp|Warp Cycles Per Issued|DRAM Throughput|SM Active Cycles|Max Active Clusters" "$out/ncu-rows.log" |
@@ -64,7 +76,7 @@ timeout 80 "$bench" --reps 30 --out "$out" > "$out/bench.log" 2>&1; echo "bench 
 mkdir -p "$out/public"
 timeout 50 "$bench" --reps 30 --shapes "$public,$rows" --check_shapes 1x64x64 \
   --out "$out/public" > "$out/public/bench.log" 2>&1; echo "bench public rc=$?"
-if [[ -x $prev ]] && (( SECONDS < 240 )); then
+if [[ -x $prev ]] && (( SECONDS < 260 )); then
   mkdir -p "$out/prev"
   timeout 80 "$prev" --reps 30 --shapes "$public,$rows" --check_shapes 1x64x64 \
     --out "$out/prev" > "$out/prev/bench.log" 2>&1; echo "bench prev rc=$?"
@@ -83,3 +95,7 @@ echo "== public and row shapes (this build)"
 sed -n '/^## bf16 median/,$p' "$out/public/bench.log"
 echo "== default grid (this build)"
 sed -n '/^## bf16 median/,$p' "$out/bench.log"
+for f in gtest.log memcheck.log candidates.log ncu-rows.log; do [[ -f $out/$f ]] && cp "$out/$f" "$final/"; done
+[[ -f $out/skinny_bench.md ]] && cp "$out/skinny_bench.md" "$final/grid.md"
+[[ -f $out/public/skinny_bench.md ]] && cp "$out/public/skinny_bench.md" "$final/public.md"
+[[ -f $out/prev/skinny_bench.md ]] && cp "$out/prev/skinny_bench.md" "$final/prev.md"

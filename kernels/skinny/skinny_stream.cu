@@ -455,8 +455,9 @@ cudaError_t LaunchTile(const Launch& l) {
 }
 
 // The built (columns, stages) pairs: the default for every dtype and width,
-// 128 x 4 also for the even ragged N (4-byte copies) of both dtypes, the others
-// for bf16 at 16-byte copies.
+// 128 x 4 also for the even ragged N (4-byte copies) of both dtypes, the wide
+// config (256 x 4) for both dtypes at 16-byte copies, the others for bf16 at
+// 16-byte copies.
 template <bool kBf16, int TG, int kWidth>
 cudaError_t LaunchConfig(const Launch& l, const SkinnyStreamConfig& config) {
   const int cols = config.columns, stages = config.stages;
@@ -467,8 +468,12 @@ cudaError_t LaunchConfig(const Launch& l, const SkinnyStreamConfig& config) {
   if constexpr (kWidth == 4) {
     if (cols == 128 && stages == 4) return LaunchTile<kBf16, TG, 128, 4, kWidth>(l);
   }
+  if constexpr (kWidth == 16) {
+    if (cols == kSkinnyStreamWide.columns && stages == kSkinnyStreamWide.stages) {
+      return LaunchTile<kBf16, TG, kSkinnyStreamWide.columns, kSkinnyStreamWide.stages, kWidth>(l);
+    }
+  }
   if constexpr (kBf16 && kWidth == 16) {
-    if (cols == 256 && stages == 4) return LaunchTile<kBf16, TG, 256, 4, kWidth>(l);
     if (cols == 256 && stages == 6) return LaunchTile<kBf16, TG, 256, 6, kWidth>(l);
     if (cols == 256 && stages == 8) return LaunchTile<kBf16, TG, 256, 8, kWidth>(l);
     if (cols == 128 && stages == 4) return LaunchTile<kBf16, TG, 128, 4, kWidth>(l);
@@ -501,6 +506,12 @@ cudaError_t LaunchDefault(const LaunchArgs& args, cudaStream_t stream) {
 }
 size_t DefaultWorkspaceBytes(const LaunchArgs& args) {
   return SkinnyStreamWorkspaceBytes(args, kSkinnyStreamDefault);
+}
+cudaError_t LaunchWide(const LaunchArgs& args, cudaStream_t stream) {
+  return LaunchSkinnyStream(args, kSkinnyStreamWide, stream);
+}
+size_t WideWorkspaceBytes(const LaunchArgs& args) {
+  return SkinnyStreamWorkspaceBytes(args, kSkinnyStreamWide);
 }
 
 }  // namespace
@@ -577,5 +588,7 @@ cudaError_t LaunchSkinnyStream(const LaunchArgs& args, const SkinnyStreamConfig&
 }
 
 const Launcher kSkinnyStream = {"LaunchSkinnyStream", LaunchDefault, DefaultWorkspaceBytes};
+const Launcher kSkinnyStreamWideLauncher = {"LaunchSkinnyStreamWide", LaunchWide,
+                                            WideWorkspaceBytes};
 
 }  // namespace arbiter::kernels

@@ -155,6 +155,21 @@ TEST_F(SkinnyStreamTest, RaggedNConfigsMatchReference) {
   }
 }
 
+// The registered wide config in both dtypes (f16 is built for it alone among
+// the 256-column configs), at 9-16 rows and M < 9, one strip to many, with
+// cluster and workspace split plans: within budget on NaN-poisoned C.
+TEST_F(SkinnyStreamTest, WideConfigMatchesReferenceInBothDtypes) {
+  const Shape shapes[] = {{16, 4096, 4096}, {9, 1032, 3000}, {13, 256, 65536}, {3, 18176, 264}};
+  uint64_t seed = 240;
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    for (const Shape& s : shapes) {
+      DeviceGemm g(Problem{dtype, s.m, s.n, s.k}, seed++);
+      ASSERT_TRUE(Run(g, kSkinnyStreamWide));
+      EXPECT_TRUE(g.Matches(kBudget)) << kSkinnyStreamWide.name;
+    }
+  }
+}
+
 // A narrow N against a long K (16 x 16 x 65536, the large-K tiny-MN shape of
 // the public list, and 13 x 24 x 65536, M != N): one strip whose warps mostly
 // lie past N, K split into hundreds of workspace slabs (or clusters where the
@@ -269,9 +284,9 @@ TEST(SkinnyStreamLauncherTest, RefusesWhatItDoesNotCover) {
   args.k = 65536;  // one strip: K splits through workspace
   ASSERT_GT(SkinnyStreamWorkspaceBytes(args, kSkinnyStreamDefault), 0u);
   EXPECT_EQ(LaunchSkinnyStream(args, kSkinnyStreamDefault, nullptr), cudaErrorInvalidValue);
-  // The other configs are built for bf16 only.
+  // The bench-only configs (s256x6c1 here) are built for bf16 only.
   args.n = args.k = 64;
-  EXPECT_EQ(LaunchSkinnyStream(args, kSkinnyStreamConfigs[2], nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(LaunchSkinnyStream(args, kSkinnyStreamConfigs[3], nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace
