@@ -43,42 +43,42 @@ if command -v cuobjdump >/dev/null; then
        "registers $(grep -o 'REG:[0-9]*' "$out/res-usage.txt" | sort -t: -k2 -n | uniq -c | tr '\n' ' ')"
 fi
 
-timeout 60 "$bundle/bin/skinny_tests" > "$out/gtest.log" 2>&1; echo "gtest rc=$?"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|differ" "$out/gtest.log" | head -30
+timeout 60 "$bundle/bin/skinny_tests" > "$final/gtest.log" 2>&1; echo "gtest rc=$?"
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|differ" "$final/gtest.log" | head -30
 if [[ -x $bundle/bin/cuda_candidates_tests ]]; then
-  timeout 90 "$bundle/bin/cuda_candidates_tests" > "$out/candidates.log" 2>&1; echo "cuda_candidates_tests rc=$?"
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure" "$out/candidates.log" | head -20
+  timeout 60 "$bundle/bin/cuda_candidates_tests" > "$final/candidates.log" 2>&1; echo "cuda_candidates_tests rc=$?"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure" "$final/candidates.log" | head -20
 fi
 
 if command -v compute-sanitizer >/dev/null; then
   timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 "$bundle/bin/skinny_tests" \
     --gtest_filter='SkinnyStreamTest.LaunchGeometry*:SkinnyStreamTest.MatchesReferenceOnRagged*:SkinnyStreamTest.RaggedNConfigs*' \
-    > "$out/memcheck.log" 2>&1; echo "memcheck rc=$?"
-  grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | head -5
+    > "$final/memcheck.log" 2>&1; echo "memcheck rc=$?"
+  grep -E "ERROR SUMMARY|PASSED|FAILED" "$final/memcheck.log" | head -5
 fi
 
 # Why 16 and 64 rows are slow or not: the launches at 64x4096x4096 and
 # 16x4096x4096 (where cuBLAS still wins), with every stall reason.
-if command -v ncu >/dev/null && (( SECONDS < 150 )); then
+if command -v ncu >/dev/null && (( SECONDS < 110 )); then
   timeout 40 ncu --section SpeedOfLight --section Occupancy --section SchedulerStats \
     --section WarpStateStats --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
     -k regex:'SkinnyStream|SplitReduce' --launch-skip 3 -c 12 "$bench" \
     --candidates s128x6c2,s256x4c2,s256x4w2 --shapes 64x4096x4096,16x4096x4096 --check_shapes 1x64x64 --reps 3 \
-    > "$out/ncu-rows.log" 2>&1
+    > "$final/ncu-rows.log" 2>&1
   echo "ncu rc=$?"
-  grep -E "SkinnyStreamKernel<|SplitReduceKernel<|Duration|Registers Per|Achieved Occupancy|Issued Warp|Warp Cycles Per Issued|DRAM Throughput|SM Active Cycles|Max Active Clusters" "$out/ncu-rows.log" |
+  grep -E "SkinnyStreamKernel<|SplitReduceKernel<|Duration|Registers Per|Achieved Occupancy|Issued Warp|Warp Cycles Per Issued|DRAM Throughput|SM Active Cycles|Max Active Clusters" "$final/ncu-rows.log" |
     sed -E 's/void .*unnamed>::/  /; s/\(unnamed>::Params\)//' | cut -c1-120 | head -40
 fi
 
 # Timed: the default grid (as in bench/results/skinny-h200.md), then the public
 # and row shapes; the previous build on the same shapes.
-timeout 80 "$bench" --reps 30 --out "$out" > "$out/bench.log" 2>&1; echo "bench rc=$?"
+timeout 40 "$bench" --reps 30 --out "$out" > "$out/bench.log" 2>&1; echo "bench rc=$?"
 mkdir -p "$out/public"
-timeout 50 "$bench" --reps 30 --shapes "$public,$rows" --check_shapes 1x64x64 \
+timeout 30 "$bench" --reps 30 --shapes "$public,$rows" --check_shapes 1x64x64 \
   --out "$out/public" > "$out/public/bench.log" 2>&1; echo "bench public rc=$?"
-if [[ -x $prev ]] && (( SECONDS < 260 )); then
+if [[ -x $prev ]] && (( SECONDS < 150 )); then
   mkdir -p "$out/prev"
-  timeout 80 "$prev" --reps 30 --shapes "$public,$rows" --check_shapes 1x64x64 \
+  timeout 30 "$prev" --reps 30 --shapes "$public,$rows" --check_shapes 1x64x64 \
     --out "$out/prev" > "$out/prev/bench.log" 2>&1; echo "bench prev rc=$?"
 fi
 for log in "$out/bench.log" "$out/public/bench.log" "$out/prev/bench.log"; do
@@ -95,7 +95,6 @@ echo "== public and row shapes (this build)"
 sed -n '/^## bf16 median/,$p' "$out/public/bench.log"
 echo "== default grid (this build)"
 sed -n '/^## bf16 median/,$p' "$out/bench.log"
-for f in gtest.log memcheck.log candidates.log ncu-rows.log; do [[ -f $out/$f ]] && cp "$out/$f" "$final/"; done
 [[ -f $out/skinny_bench.md ]] && cp "$out/skinny_bench.md" "$final/grid.md"
 [[ -f $out/public/skinny_bench.md ]] && cp "$out/public/skinny_bench.md" "$final/public.md"
 [[ -f $out/prev/skinny_bench.md ]] && cp "$out/prev/skinny_bench.md" "$final/prev.md"
