@@ -655,19 +655,36 @@ int main(int argc, char** argv) {
                                       "inprocess_s", "e2e_vs_inprocess", "daemon_device_s"})
          << "\nWhere those Matmuls' time went: the daemon's stages (means over the timed calls, "
          << "from its arbiter_dispatch_stage_seconds histogram: receive = arrival to the request's "
-         << "bytes received, prepare = parsing its small fields, checks, selection, a device stream "
-         << "and buffers, h2d = operands gathered from the received bytes to the device, d2h = C "
-         << "copied back, kernel = host view of the launch, send = reply sent) and the rest of the "
-         << "end to end (the client's serialize and parse, bytes in flight):\n\n"
+         << "bytes received, prepare = parsing its small fields, checks, region lookups, selection, "
+         << "buffers and the response's fields, lease = waiting for a device stream, h2d = operands "
+         << "gathered from the received bytes to the device, launch = the kernel enqueued (host), "
+         << "kernel = from enqueued to its end seen by the host, d2h = C copied back, send = reply "
+         << "sent) and the rest of the end to end (the client's serialize and parse, bytes in "
+         << "flight, wake-ups):\n\n"
          << service->matmul.Markdown({"transport", "dtype", "n", "e2e_s", "receive_s", "prepare_s",
-                                      "h2d_s", "kernel_s", "d2h_s", "send_s",
+                                      "lease_s", "h2d_s", "launch_s", "kernel_s", "d2h_s", "send_s",
                                       "client_and_wire_s"})
          << "\n";
     if (!service->zero_copy.rows().empty()) {
       page << "Matmul on zero-copy operands (A, B and C in a region of the daemon's device memory, "
            << "on the unix socket; C checked against the reference first) against the kernel's "
            << "device time plus twice the empty RPC's p50 there:\n\n"
-           << service->zero_copy.Markdown() << "\n";
+           << service->zero_copy.Markdown({"transport", "path", "dtype", "n", "candidate", "e2e_s",
+                                           "daemon_device_s", "empty_rpc_p50_s", "target_s",
+                                           "e2e_vs_target", "polling_e2e_s",
+                                           "polling_empty_rpc_p50_s", "polling_e2e_vs_target",
+                                           "polling_idle_empty_rpc_s"})
+           << "\nWhere the blocking client's zero-copy calls went, by the same stages (launch + "
+           << "kernel against daemon_device_s is how late the host saw the kernel end; "
+           << "client_and_wire_s is everything outside the daemon). A polling client never sleeps "
+           << "waiting for its reply: what it saves is the client's own wake-up; "
+           << "polling_idle_empty_rpc_s is its empty RPC after idling as long as the kernel, "
+           << "so daemon_device_s + polling_idle_empty_rpc_s is what the zero-copy path costs "
+           << "if it adds nothing to an RPC.\n\n"
+           << service->zero_copy.Markdown({"n", "e2e_s", "daemon_device_s", "receive_s",
+                                           "prepare_s", "lease_s", "launch_s", "kernel_s", "send_s",
+                                           "client_and_wire_s"})
+           << "\n";
     }
     if (!service->wire.rows().empty()) {
       page << "The bytes path's wire alone: f32 1 x 1 x K Matmuls (A and B each half the request, "
