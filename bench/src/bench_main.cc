@@ -564,6 +564,11 @@ int main(int argc, char** argv) {
     const std::vector<double> after = Column(*transfer, "regret_after");
     const int within = static_cast<int>(
         std::count_if(after.begin(), after.end(), [](double r) { return r <= 1.03; }));
+    // Round by round: a miss beyond the noise is one whose lower bound is over 1.03.
+    const std::vector<double> paired = Column(*transfer, "regret_after_paired");
+    const std::vector<double> low = Column(*transfer, "regret_after_low");
+    const int misses =
+        static_cast<int>(std::count_if(low.begin(), low.end(), [](double r) { return r > 1.03; }));
     // Refinement cost per shape, at dims <= 4096 (the goal) and overall.
     std::vector<double> device_small, wall_small, device_all, wall_all;
     const std::vector<std::string>& cols = transfer->columns();
@@ -595,6 +600,10 @@ int main(int argc, char** argv) {
                  absl::StrCat(Fixed(GeoMean(after), 3), ", ", Fixed(Max(after), 3))});
     summary.Add({"transfer: after refinement, shapes within 1.03 of best",
                  absl::StrCat(within, " of ", after.size())});
+    summary.Add({"transfer: after refinement, paired served / best (geomean, worst)",
+                 absl::StrCat(Fixed(GeoMean(paired), 3), ", ", Fixed(Max(paired), 3))});
+    summary.Add({"transfer: after refinement, misses beyond the noise (paired lower bound > 1.03)",
+                 absl::StrCat(misses, " of ", low.size())});
     summary.Add({"transfer: refinement device ms per shape, dims <= 4096 (median, worst)",
                  median_worst(device_small, 2)});
     summary.Add({"transfer: refinement wall ms per shape, dims <= 4096 (median, worst)",
@@ -662,7 +671,11 @@ int main(int argc, char** argv) {
             "bucket verdict's leaders and tile entrants, which may split the bucket - and "
             "served again "
             "(`served_after`, from the verdict `scope_after`; `regret_after` against the same "
-            "best). `refine_device_s` is the device time of the refinement's timed samples "
+            "best; `regret_after_paired` the median per-round ratio of the two timed "
+            "round by round in a race of their own, between `regret_after_low` and "
+            "`regret_after_high`, the sign test's 95% bounds: a miss beyond the noise has its "
+            "lower bound over 1.03). "
+            "`refine_device_s` is the device time of the refinement's timed samples "
             "(a split takes the refinement's race), `refine_wall_s` the wall time of the tune "
             "(setup, oracle and determinism checks included). `best_raced` says whether the "
             "best was among the refinement's entrants; transfer.csv also holds the entrants "
@@ -670,7 +683,8 @@ int main(int argc, char** argv) {
             "reason (`refine_reason`).\n\n"
          << transfer->Markdown({"origin", "dtype", "measured_at", "served_at", "served_before",
                                 "best", "regret_before", "served_after", "scope_after",
-                                "regret_after", "refine_races", "refine_device_s",
+                                "regret_after", "regret_after_paired", "regret_after_low",
+                                "regret_after_high", "refine_races", "refine_device_s",
                                 "refine_wall_s", "best_raced"})
          << "\n";
   }

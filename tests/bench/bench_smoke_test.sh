@@ -41,6 +41,8 @@ for r in rows:
     assert r["measured_at"] != r["served_at"], r
     assert float(r["regret_before"]) >= 1.0 and float(r["regret_after"]) >= 1.0, r
     assert int(r["refine_races"]) >= 1 and r["scope_after"], r
+    # Round by round against the best, with the sign test's bounds around it.
+    assert float(r["regret_after_low"]) <= float(r["regret_after_paired"]) <= float(r["regret_after_high"]), r
 PY
 grep -q "transfer: before refinement" "$out/summary.csv" || fail "summary: no transfer before line"
 grep -q "transfer: after refinement, shapes within 1.03" "$out/summary.csv" \
