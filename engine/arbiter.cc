@@ -4,6 +4,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "engine/refinement.h"
 #include "engine/selection_policy.h"
 #include "spdlog/spdlog.h"
@@ -11,12 +12,6 @@
 namespace arbiter {
 
 namespace {
-
-int64_t NowUnix() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 absl::Status UnknownCandidate(const std::string& candidate) {
   return absl::NotFoundError(absl::StrCat("candidate \"", candidate, "\": unknown"));
@@ -520,7 +515,7 @@ absl::Status Arbiter::Force(const Problem& p, const std::string& candidate,
                                                       bucket.ToString(), "): ", gap));
   }
   RETURN_IF_ERROR(forces_->Put(
-      arbiter::Force{fingerprint_, p.dtype, bucket, candidate, reason, NowUnix(),
+      arbiter::Force{fingerprint_, p.dtype, bucket, candidate, reason, absl::ToUnixSeconds(absl::Now()),
                      exact_shape ? VerdictScope::Shape(p) : VerdictScope{}},
       reach));
   verdict_cache_->Invalidate();

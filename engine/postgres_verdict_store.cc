@@ -192,6 +192,18 @@ PgValue OptionalBucket(const std::optional<Bucket>& b) {
   return b ? PgValue(b->ToString()) : std::nullopt;
 }
 
+// What a write to (fingerprint, dtype, bucket) tells peers; unset dtype or bucket: every one.
+StoreChange ChangeOf(StoreChange::What what, const std::string& fingerprint,
+                     std::optional<DType> dtype = std::nullopt,
+                     std::optional<Bucket> bucket = std::nullopt) {
+  StoreChange change;
+  change.what = what;
+  change.fingerprint = fingerprint;
+  change.dtype = dtype;
+  change.bucket = std::move(bucket);
+  return change;
+}
+
 std::string EncodeChange(const StoreChange& c) {
   std::string origin = c.origin;
   absl::StrReplaceAll({{"\t", " "}}, &origin);
@@ -535,6 +547,20 @@ int PostgresVerdictStore::schema_version() const {
   return version.ok() ? static_cast<int>(*version) : 0;
 }
 
+absl::StatusOr<int64_t> PostgresVerdictStore::Write(
+    const std::string& op, const StoreChange& change,
+    const std::function<absl::StatusOr<int64_t>(PgConnection&)>& write) {
+  int64_t changed = 0;
+  RETURN_IF_ERROR(WithConnection([&](PgConnection& conn) -> absl::Status {
+    PgTransaction txn(conn);
+    RETURN_IF_ERROR(txn.Begin(op));
+    ASSIGN_OR_RETURN(changed, write(conn));
+    if (changed > 0) RETURN_IF_ERROR(Notify(conn, change, op));
+    return txn.Commit(op);
+  }));
+  return changed;
+}
+
 absl::Status PostgresVerdictStore::Notify(PgConnection& conn, const StoreChange& change,
                                           const std::string& op) {
   StoreChange stamped = change;
@@ -572,15 +598,9 @@ absl::Status PostgresVerdictStore::PutVerdict(const Verdict& v) {
       result_values.push_back(std::move(value));
     }
   }
-  StoreChange change;
-  change.what = StoreChange::What::kVerdicts;
-  change.fingerprint = v.fingerprint;
-  change.dtype = v.dtype;
-  change.bucket = v.bucket;
-
-  return WithConnection([&](PgConnection& conn) -> absl::Status {
-    PgTransaction txn(conn);
-    RETURN_IF_ERROR(txn.Begin(op));
+  const StoreChange change = ChangeOf(StoreChange::What::kVerdicts,
+                                      v.fingerprint, v.dtype, v.bucket);
+  return Write(op, change, [&](PgConnection& conn) -> absl::StatusOr<int64_t> {
     // The upsert takes the row lock, so a concurrent put of the same key waits here and
     // then replaces this one's results whole, never interleaving with them.
     RETURN_IF_ERROR(
@@ -605,9 +625,8 @@ absl::Status PostgresVerdictStore::PutVerdict(const Verdict& v) {
     if (!v.results.empty()) {
       RETURN_IF_ERROR(conn.Exec(op, insert_results.c_str(), result_values).status());
     }
-    RETURN_IF_ERROR(Notify(conn, change, op));
-    return txn.Commit(op);
-  });
+    return 1;  // the row upserted: peers are told
+  }).status();
 }
 
 absl::StatusOr<Verdict> PostgresVerdictStore::GetVerdict(const std::string& fingerprint,
@@ -671,24 +690,18 @@ absl::StatusOr<int> PostgresVerdictStore::Invalidate(const std::string& fingerpr
   }
   const std::string op = absl::StrCat("invalidate verdicts of ", fingerprint);
   const std::string sql = absl::StrCat("DELETE FROM arbiter.verdicts v ", kVerdictScope);
-  StoreChange change;
-  change.what = StoreChange::What::kVerdicts;
-  change.fingerprint = fingerprint;
-  change.dtype = scope.dtype;  // a candidate alone: every dtype and bucket may have lost one
-  change.bucket = scope.bucket;
-  int64_t removed = 0;
-  RETURN_IF_ERROR(WithConnection([&](PgConnection& conn) -> absl::Status {
-    PgTransaction txn(conn);
-    RETURN_IF_ERROR(txn.Begin(op));
+  // A candidate alone: every dtype and bucket may have lost one.
+  const StoreChange change = ChangeOf(StoreChange::What::kVerdicts,
+                                      fingerprint, scope.dtype, scope.bucket);
+  const auto erase = [&](PgConnection& conn) -> absl::StatusOr<int64_t> {
     // Counts the verdict rows only: the cascaded result rows are not counted.
     ASSIGN_OR_RETURN(PgResult erased,
                      conn.Exec(op, sql.c_str(),
                                {fingerprint, std::string(kOp), OptionalDType(scope.dtype),
                                 OptionalBucket(scope.bucket), OptionalText(scope.candidate)}));
-    removed = erased.affected();
-    if (removed > 0) RETURN_IF_ERROR(Notify(conn, change, op));
-    return txn.Commit(op);
-  }));
+    return erased.affected();
+  };
+  ASSIGN_OR_RETURN(const int64_t removed, Write(op, change, erase));
   return static_cast<int>(removed);
 }
 
@@ -702,14 +715,8 @@ absl::Status PostgresVerdictStore::PutForce(const Force& f) {
   }
   RETURN_IF_ERROR(CheckForceScope(f));
   const std::string op = absl::StrCat("put force ", KeyText(f.fingerprint, f.dtype, f.bucket));
-  StoreChange change;
-  change.what = StoreChange::What::kForces;
-  change.fingerprint = f.fingerprint;
-  change.dtype = f.dtype;
-  change.bucket = f.bucket;
-  return WithConnection([&](PgConnection& conn) -> absl::Status {
-    PgTransaction txn(conn);
-    RETURN_IF_ERROR(txn.Begin(op));
+  const StoreChange change = ChangeOf(StoreChange::What::kForces, f.fingerprint, f.dtype, f.bucket);
+  return Write(op, change, [&](PgConnection& conn) -> absl::StatusOr<int64_t> {
     RETURN_IF_ERROR(
         conn.Exec(op,
                   "INSERT INTO arbiter.forces (fingerprint, dtype, bucket, candidate, reason, "
@@ -720,9 +727,8 @@ absl::Status PostgresVerdictStore::PutForce(const Force& f) {
                   {f.fingerprint, std::string(DTypeName(f.dtype)), StoreKeyOf(f.bucket, f.scope),
                    f.candidate, f.reason, PgInt(f.created_unix)})
             .status());
-    RETURN_IF_ERROR(Notify(conn, change, op));
-    return txn.Commit(op);
-  });
+    return 1;  // the row upserted: peers are told
+  }).status();
 }
 
 absl::StatusOr<std::optional<Force>> PostgresVerdictStore::GetForce(const std::string& fingerprint,
@@ -748,26 +754,18 @@ absl::StatusOr<bool> PostgresVerdictStore::RemoveForce(const std::string& finger
                                                        const Bucket& bucket,
                                                        const VerdictScope& scope) {
   const std::string op = absl::StrCat("remove force ", KeyText(fingerprint, dtype, bucket));
-  StoreChange change;
-  change.what = StoreChange::What::kForces;
-  change.fingerprint = fingerprint;
-  change.dtype = dtype;
-  change.bucket = bucket;
-  bool removed = false;
-  RETURN_IF_ERROR(WithConnection([&](PgConnection& conn) -> absl::Status {
-    PgTransaction txn(conn);
-    RETURN_IF_ERROR(txn.Begin(op));
+  const StoreChange change = ChangeOf(StoreChange::What::kForces, fingerprint, dtype, bucket);
+  const auto erase = [&](PgConnection& conn) -> absl::StatusOr<int64_t> {
     ASSIGN_OR_RETURN(PgResult erased,
                      conn.Exec(op,
                                "DELETE FROM arbiter.forces WHERE fingerprint = $1 AND "
                                "dtype = $2 AND bucket = $3",
                                {fingerprint, std::string(DTypeName(dtype)),
                                 StoreKeyOf(bucket, scope)}));
-    removed = erased.affected() > 0;
-    if (removed) RETURN_IF_ERROR(Notify(conn, change, op));
-    return txn.Commit(op);
-  }));
-  return removed;
+    return erased.affected();
+  };
+  ASSIGN_OR_RETURN(const int64_t removed, Write(op, change, erase));
+  return removed > 0;
 }
 
 absl::StatusOr<std::vector<Force>> PostgresVerdictStore::ListForces(
@@ -798,12 +796,8 @@ absl::Status PostgresVerdictStore::PutQuarantine(const QuarantineEntry& q) {
   }
   const std::string op =
       absl::StrCat("put quarantine ", q.candidate, " ", q.scope, " on ", q.fingerprint);
-  StoreChange change;
-  change.what = StoreChange::What::kQuarantine;
-  change.fingerprint = q.fingerprint;
-  return WithConnection([&](PgConnection& conn) -> absl::Status {
-    PgTransaction txn(conn);
-    RETURN_IF_ERROR(txn.Begin(op));
+  const StoreChange change = ChangeOf(StoreChange::What::kQuarantine, q.fingerprint);
+  return Write(op, change, [&](PgConnection& conn) -> absl::StatusOr<int64_t> {
     RETURN_IF_ERROR(
         conn.Exec(op,
                   "INSERT INTO arbiter.quarantine (candidate, version, scope, fingerprint, "
@@ -814,9 +808,8 @@ absl::Status PostgresVerdictStore::PutQuarantine(const QuarantineEntry& q) {
                   {q.candidate, PgInt(q.version), q.scope, q.fingerprint, q.reason,
                    PgInt(q.created_unix)})
             .status());
-    RETURN_IF_ERROR(Notify(conn, change, op));
-    return txn.Commit(op);
-  });
+    return 1;  // the row upserted: peers are told
+  }).status();
 }
 
 absl::StatusOr<std::vector<QuarantineEntry>> PostgresVerdictStore::ListQuarantine(
@@ -850,22 +843,16 @@ absl::StatusOr<std::vector<QuarantineEntry>> PostgresVerdictStore::ListQuarantin
 absl::StatusOr<int> PostgresVerdictStore::ClearQuarantine(const std::string& fingerprint,
                                                           const std::string& candidate) {
   const std::string op = absl::StrCat("clear quarantine of ", fingerprint);
-  StoreChange change;
-  change.what = StoreChange::What::kQuarantine;
-  change.fingerprint = fingerprint;
-  int64_t removed = 0;
-  RETURN_IF_ERROR(WithConnection([&](PgConnection& conn) -> absl::Status {
-    PgTransaction txn(conn);
-    RETURN_IF_ERROR(txn.Begin(op));
+  const StoreChange change = ChangeOf(StoreChange::What::kQuarantine, fingerprint);
+  const auto erase = [&](PgConnection& conn) -> absl::StatusOr<int64_t> {
     ASSIGN_OR_RETURN(PgResult erased,
                      conn.Exec(op,
                                "DELETE FROM arbiter.quarantine WHERE fingerprint = $1 "
                                "AND ($2::text IS NULL OR candidate = $2)",
                                {fingerprint, candidate.empty() ? PgValue() : PgValue(candidate)}));
-    removed = erased.affected();
-    if (removed > 0) RETURN_IF_ERROR(Notify(conn, change, op));
-    return txn.Commit(op);
-  }));
+    return erased.affected();
+  };
+  ASSIGN_OR_RETURN(const int64_t removed, Write(op, change, erase));
   return static_cast<int>(removed);
 }
 

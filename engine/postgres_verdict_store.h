@@ -102,6 +102,11 @@ class PostgresVerdictStore final : public VerdictStore {
   // connection turns out to be lost, `body` runs once more on a new one (every body
   // is safe to repeat: a write replaces, a delete deletes what is there).
   absl::Status WithConnection(const std::function<absl::Status(PgConnection&)>& body);
+  // Runs `write` in one transaction on WithConnection's terms; when it returns a count of
+  // rows changed above 0, notifies kChannel of `change` inside that transaction, so peers
+  // hear of a change exactly when it commits. Returns `write`'s count.
+  absl::StatusOr<int64_t> Write(const std::string& op, const StoreChange& change,
+                                const std::function<absl::StatusOr<int64_t>(PgConnection&)>& write);
   // Notifies kChannel of `change` inside the caller's open transaction.
   absl::Status Notify(PgConnection& conn, const StoreChange& change, const std::string& op);
   void Deliver(const std::string& payload);

@@ -1,8 +1,7 @@
 #include "engine/quarantine.h"
 
-#include <chrono>
-
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 
 namespace arbiter {
@@ -51,9 +50,7 @@ absl::Status Quarantine::Add(const std::string& candidate, int version,
                              const QuarantineScope& scope, const std::string& reason,
                              Reach reach) {
   const QuarantineEntry q{candidate, version, scope.ToString(), fingerprint_, reason,
-                          std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count()};
+                          absl::ToUnixSeconds(absl::Now())};
   if (reach == Reach::kNode) {
     absl::MutexLock lock(&mu_);
     node_entries_.push_back(Entry{q, scope});

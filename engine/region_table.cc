@@ -1,17 +1,10 @@
 #include "engine/region_table.h"
 
-#include <chrono>
-
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace arbiter {
 namespace {
-
-int64_t NowUnix() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 absl::Status NotFound(const std::string& id, const Peer& peer) {
   return absl::NotFoundError(
@@ -59,7 +52,7 @@ absl::StatusOr<RegionInfo> RegionTable::Register(const Peer& owner, const Region
   region->info.bytes = source.bytes;
   region->info.label = std::move(label);
   region->info.owner = owner;
-  region->info.created_unix = NowUnix();
+  region->info.created_unix = absl::ToUnixSeconds(absl::Now());
   region->memory = *std::move(memory);
   RegionInfo info = region->info;
   regions_.Add(info.id, std::move(region));

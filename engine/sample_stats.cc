@@ -69,11 +69,13 @@ PairedRatio RaceSamples::Compare(std::string_view a, std::string_view b) const {
   }
   std::sort(ratios.begin(), ratios.end());
   out.low_rank = SignTestLowRank(static_cast<int>(ratios.size()));
-  if (out.low_rank > 0) out.low = ratios[static_cast<size_t>(out.low_rank - 1)];
+  if (out.low_rank > 0) {
+    out.low = ratios[static_cast<size_t>(out.low_rank - 1)];
+    out.high = ratios[ratios.size() - static_cast<size_t>(out.low_rank)];
+  }
   const SampleStats st = Summarize(std::move(ratios));
   out.pairs = st.count;
   out.median = st.median;
-  out.spread = st.spread;
   return out;
 }
 

@@ -37,11 +37,13 @@ SampleStats Summarize(std::vector<double> samples);
 struct PairedRatio {
   int pairs = 0;      // rounds in which both were sampled (with a positive time)
   double median = 0;  // median over those rounds of t_a / t_b: over 1 where b is faster
-  double spread = 0;  // (q3 - q1) / median of those ratios
   // The lower 97.5% confidence bound of that median: the low_rank-th smallest
   // ratio (1-based), so t_a / t_b exceeded it in all but low_rank - 1 rounds.
   double low = 0;
   int low_rank = 0;
+  // The upper 97.5% bound, the low_rank-th largest ratio: [low, high] holds the
+  // median with 95% confidence.
+  double high = 0;
 };
 
 // The rank k (1-based, at least 1) of the lower 97.5% bound of a median from n

@@ -1,17 +1,10 @@
 #include "engine/tensor_table.h"
 
-#include <chrono>
-
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace arbiter {
 namespace {
-
-int64_t NowUnix() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 absl::Status NotFound(const std::string& handle, const Peer& peer) {
   return absl::NotFoundError(
@@ -98,7 +91,7 @@ absl::StatusOr<TensorInfo> TensorTable::Upload::Commit() {
     return absl::InvalidArgumentError(absl::StrCat("data: the upload announced ", tensor_->info.bytes,
                                                    " bytes and ended after ", received_));
   }
-  tensor_->info.created_unix = NowUnix();
+  tensor_->info.created_unix = absl::ToUnixSeconds(absl::Now());
   TensorInfo info = tensor_->info;
   absl::MutexLock lock(&table_.mu_);
   table_.tensors_.Add(info.handle, std::move(tensor_));

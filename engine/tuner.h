@@ -21,6 +21,8 @@
 // own verdict; where it beats the bucket's winner beyond the noise the bucket
 // splits, the other half taking that race's figures. A bucket set aside for
 // this node is not refined: it is measured again whole.
+// (The refinement jobs are in tuner_refinement.cc; the queue and the bucket's
+// race in tuner.cc.)
 //
 // Work is a queue of jobs, one per (bucket, scope) however many callers ask for
 // it: a bucket's measurement (scope whole) and a refinement of one shape in it
@@ -182,10 +184,30 @@ class Tuner {
   size_t pending_writes();
 
  private:
-  struct Job;
-  class Hooks;
   // A job's identity: the bucket, and the scope's text ("" for the whole bucket).
   using JobKey = std::pair<BucketKey, std::string>;
+  // One bucket to measure, or one shape of it to refine, however many callers
+  // asked for it. The flags past `peer` are guarded by the Tuner's `mu_`.
+  struct Job {
+    Problem problem;  // the shape measured: the first caller's (a refinement's own)
+    JobKey key;
+    bool refinement = false;       // refine `problem` inside its bucket (else measure the bucket)
+    bool refinement_slot = false;  // counted against max_queued_refinements, not max_queued
+    std::string peer;              // charged for it (empty: nobody)
+    int waiters = 0;               // synchronous callers waiting for its verdict
+    bool background = false;       // measured even if nobody waits
+    bool remeasure = false;        // measured even over a fresh verdict (an operator's tune)
+    bool running = false;
+    bool done = false;
+    bool drop = false;     // nobody wants it any more: stop at the next checkpoint
+    bool stopped = false;  // it was stopped because of `drop` or shutdown
+    absl::StatusOr<Verdict> result = absl::UnknownError("not measured yet");
+
+    const BucketKey& bucket() const { return key.first; }
+    // "f32 bucket ..." or "refinement of f32 40x48x56 in f32 bucket ...".
+    std::string What() const;
+  };
+  class Hooks;
   // Why a candidate eligible but not raced appears unmeasured.
   using NotRaced = std::function<std::string(const RegisteredCandidate&)>;
 

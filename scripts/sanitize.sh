@@ -43,6 +43,22 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/
 # handler would turn that into a report and exit 1.
 declare -A asan_extra=([faults_integration_tests]=":handle_segv=0")
 
+# gtest_counts LOG: "N passed, N skipped, N failed" from what --gtest_brief=1 prints: the closing
+# "[  PASSED  ] 12 tests." and "[  SKIPPED ] 1 test." lines, and one "[  FAILED  ] Suite.Name (5 ms)"
+# line per failed test (brief prints no failed count); "no gtest summary" where the binary died
+# before printing one.
+gtest_counts() {
+  local passed skipped failed
+  passed=$(sed -nE 's/^\[  PASSED  \] ([0-9]+) tests?\..*/\1/p' "$1" | tail -1)
+  skipped=$(sed -nE 's/^\[  SKIPPED \] ([0-9]+) tests?[.,].*/\1/p' "$1" | tail -1)
+  failed=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$1" || true)
+  if [[ -z $passed ]]; then
+    echo "no gtest summary"
+  else
+    echo "$passed passed, ${skipped:-0} skipped, $failed failed"
+  fi
+}
+
 failed=()
 summary=()
 run() {  # run STAGE DIR BINARY...
@@ -57,12 +73,11 @@ run() {  # run STAGE DIR BINARY...
       TSAN_OPTIONS="$TSAN_OPTIONS:log_path=$reports/tsan" \
       "$dir/bin/$test" --gtest_brief=1 >"$log" 2>&1 || status=$?
     local counts
-    counts=$(grep -oE '^\[  (PASSED|SKIPPED|FAILED)  \] [0-9]+ test' "$log" | grep -oE '[A-Z]+  \] [0-9]+' |
-               sed 's/  \]//' | tr '\n' ' ' || true)
+    counts=$(gtest_counts "$log")
     if ((status == 0)) && [[ -z $(ls -A "$reports") ]]; then
-      summary+=("$stage $test: passed, ${counts:-? tests }($((SECONDS - start)) s)")
+      summary+=("$stage $test: passed, $counts ($((SECONDS - start)) s)")
     else
-      summary+=("$stage $test: FAILED, exit $status, $(ls "$reports" | wc -l) reports ($((SECONDS - start)) s; $log, $reports)")
+      summary+=("$stage $test: FAILED, exit $status, $counts, $(ls "$reports" | wc -l) reports ($((SECONDS - start)) s; $log, $reports)")
       failed+=("$stage $test")
       tail -40 "$log"
       for report in "$reports"/*; do

@@ -31,8 +31,10 @@ std::vector<CandidateSpec> CudaCandidates(CudaBackend& backend) {
   Add(out, kernels::MakeGemvCandidate());
   Add(out, kernels::MakeSimtCandidate());
   Add(out, MakeWgmmaCandidates());
-  // skinny_stream at M <= 8 only (kernels/skinny/skinny_stream.h says why).
+  // skinny_stream at M <= 8, and its wide config at 9-16 rows
+  // (kernels/skinny/skinny_stream.h says why).
   Add(out, kernels::MakeSkinnyCandidate());
+  Add(out, kernels::MakeSkinnyWideCandidate());
   return out;
 }
 

@@ -8,8 +8,10 @@ namespace arbiter::kernels {
 CandidateSpec MakeSkinnyCandidate() {
   return MakeFamily({
       .name = "skinny",
-      // Version 2: skinny_stream (the first design was never registered).
-      .version = 2,
+      // Version 3: copy offsets fixed per thread, paired token groups, cluster
+      // rings at the one-group footprint (version 2: skinny_stream; the first
+      // design was never registered).
+      .version = 3,
       .tier = 2,
       // Thread-block clusters: the K splits of a column strip add up in DSMEM.
       .arch = "sm_90+",
@@ -25,6 +27,27 @@ CandidateSpec MakeSkinnyCandidate() {
       .launcher = kSkinnyStream,
       .description = "M <= 8: B streamed once from DRAM in 512-byte row runs into mma.sync, "
                      "K split in clusters",
+  });
+}
+
+CandidateSpec MakeSkinnyWideCandidate() {
+  return MakeFamily({
+      .name = "skinny_wide",
+      .version = 1,
+      .tier = 2,
+      .arch = "sm_90+",
+      // Where the H200 measured this config under cuBLAS's time (skinny_stream.h).
+      .shape = {.min_m = kSkinnyStreamWideRacedMinM,
+                .max_m = kSkinnyStreamWideRacedMaxM,
+                .align_n = kSkinnyStreamWideRacedAlignN},
+      // 256-column strips, up to 16 tokens (two groups of 8), K split until 2
+      // CTAs per SM fill a wave; clusters of up to 8, else workspace slabs.
+      .tile = {.rows = 16, .cols = 256, .max_split_k = 4096, .ctas_per_sm = 2},
+      .determinism = Determinism::kBatchInvariant,
+      .members = HalfTypes({kSkinnyStreamBudgetAbs, kSkinnyStreamBudgetRel}),
+      .launcher = kSkinnyStreamWideLauncher,
+      .description = "M 9-16: skinny_stream with 256-column strips (8 warps a CTA), "
+                     "K split in clusters or workspace",
   });
 }
 

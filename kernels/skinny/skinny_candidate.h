@@ -9,5 +9,7 @@
 namespace arbiter::kernels {
 
 CandidateSpec MakeSkinnyCandidate();
+// The wide config (256-column strips) at 9-16 rows: skinny_stream.h says where.
+CandidateSpec MakeSkinnyWideCandidate();
 
 }  // namespace arbiter::kernels

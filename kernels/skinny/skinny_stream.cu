@@ -87,6 +87,25 @@ struct Tile {
   static_assert(kStageBytes % 16 == 0);
 };
 
+// The ring depth a member runs with. The splits of a strip meet in a cluster,
+// and a cluster's CTAs must be resident together in one GPC: when a wider A
+// (more token groups) grows the ring until no more CTAs fit an SM than the plan
+// counts on (ctas_per_sm), GPC-sized holes are left and the last clusters wait
+// for a second wave (at 64 x 4096 x 4096, s128x6c2 at 2 CTAs an SM fitted 30 of
+// its 32 clusters of 8 and took twice its one-wave time). So in a cluster
+// launch the ring keeps the one-group footprint and loses stages instead (at
+// least 3: two in flight). The depth never changes the arithmetic.
+template <int kCols, int TG, int kStages, int kMode>
+constexpr int RingStages() {
+  if constexpr (kMode != 1 || TG == 1) {
+    return kStages;
+  } else {
+    constexpr int kFit =
+        kStages * Tile<kCols, 1, kStages>::kStageBytes / Tile<kCols, TG, kStages>::kStageBytes;
+    return kFit < 3 ? 3 : (kFit > kStages ? kStages : kFit);
+  }
+}
+
 struct Params {
   const uint16_t* a;
   const uint16_t* b;
@@ -159,29 +178,59 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
   }
 
   const uint64_t policy = EvictFirstPolicy();
+  const int rows = static_cast<int>(kend - kbeg);  // K rows of this CTA (<= k_chunk < 2^31)
+
+  // What each thread copies, fixed for the whole K range: a copy's offsets in
+  // global memory and in the stage move by 32 rows per stage, so a stage's
+  // copies cost one add and one compare each (at 64 rows, recomputing the
+  // 64-bit addresses per stage was ~10 instructions per mma).
+  // B: a pass of the CTA covers kWidth / 2 rows of the strip; thread x copies
+  // column `bcol` of rows r0, r0 + kWidth / 2, ...
+  constexpr int kPerRow = kCols * 2 / kWidth;  // copies per row of the strip
+  constexpr int kRowsPerPass = kCols / kPerRow;
+  constexpr int kPerThread = kRows / kRowsPerPass;
+  const int r0 = threadIdx.x / kPerRow;
+  const int bcol = (threadIdx.x % kPerRow) * (kWidth / 2);
+  // N's alignment matches the copy width: a copy is wholly inside or outside.
+  const bool bcol_ok = n0 + bcol < p.n;
+  const int64_t b_first = (kbeg + r0) * p.n + n0 + bcol;  // element offset at stage 0, copy 0
+  const int64_t b_stage = int64_t{kRows} * p.n;           // ... per stage
+  const int64_t b_pass = int64_t{kRowsPerPass} * p.n;     // ... per copy
+  // A: tokens up to `a_groups` groups are copied (zeros past M): for TG >= 2
+  // token groups are computed in pairs, so an odd live count copies one more.
+  const int a_groups = TG == 1 ? live_groups : min(TG, (live_groups + 1) / 2 * 2);
+  constexpr int kAPerThread = (8 * TG * 4 + kCols - 1) / kCols;  // 16-byte A copies a thread
+  int64_t a_first[kAPerThread];
+  uint32_t a_dst[kAPerThread];
+  int a_k[kAPerThread];  // k offset of the chunk inside a stage; >= kRows: no copy
+#pragma unroll
+  for (int j = 0; j < kAPerThread; ++j) {
+    const int e = threadIdx.x + j * kCols;
+    const int t = e / 4, q = e % 4;
+    const bool live = e < a_groups * 32;
+    a_k[j] = live ? 8 * q : kRows;
+    a_dst[j] = t * kARowBytes + q * 16;
+    // Rows past M keep offset -1: copied as zeros, never read.
+    a_first[j] = live && t < p.m ? t * p.k + kbeg + 8 * q : -1;
+  }
 
   // Stage i into its slot: B rows kbeg + 32i .. + 31 of the strip, and A's
-  // 32 k values there for each live token.
+  // 32 k values there for each copied token.
   auto issue = [&](int i) {
     const uint32_t sb = ring + (i % kStages) * T::kStageBytes;
     const uint32_t sa = sb + T::kBBytes;
-    const int64_t k0 = kbeg + int64_t{kRows} * i;
-    constexpr int kPerRow = kCols * 2 / kWidth;      // copies per row of the strip
-    constexpr int kPerThread = kRows * kPerRow / kCols;
+    const int row0 = kRows * i;  // stage's first row inside the CTA's range
+    const int64_t b_at = b_first + i * b_stage;
     // 16-byte copies: all 4 issued back to back. The narrow ragged-N copies
     // (16 or 32 per thread) unroll by 4, which keeps their addresses in
     // registers without spilling.
     constexpr int kUnroll = kWidth == 16 ? kPerThread : 4;
 #pragma unroll kUnroll
     for (int u = 0; u < kPerThread; ++u) {
-      const int unit = threadIdx.x + u * kCols;
-      const int r = unit / kPerRow;
-      const int col = (unit % kPerRow) * (kWidth / 2);
-      const int64_t kr = k0 + r;
-      // N's alignment matches the copy width: a copy is wholly inside or outside.
-      const bool ok = kr < kend && n0 + col < p.n;
-      const uint32_t dst = sb + r * (kCols * 2) + (((col / 8) ^ (r % 8)) * 16) + (col % 8) * 2;
-      const uint16_t* src = ok ? p.b + kr * p.n + n0 + col : p.b;
+      const int r = r0 + u * kRowsPerPass;
+      const bool ok = bcol_ok && row0 + r < rows;
+      const uint32_t dst = sb + r * (kCols * 2) + (((bcol / 8) ^ (r % 8)) * 16) + (bcol % 8) * 2;
+      const uint16_t* src = ok ? p.b + (b_at + u * b_pass) : p.b;
       if constexpr (kWidth == 16) {
         CopyStream16(dst, src, ok, policy);
       } else if constexpr (kWidth == 4) {
@@ -190,18 +239,18 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
         CopyElement(dst, src, ok);
       }
     }
-    const int tokens = live_groups * 8;
     if (p.a_vec) {
       // K % 8 == 0 and stages start at multiples of 32: a chunk of 8 k values
-      // is wholly inside or outside [kbeg, kend).
-      for (int e = threadIdx.x; e < tokens * 4; e += kCols) {
-        const int t = e / 4, q = e % 4;
-        const int64_t ka = k0 + 8 * q;
-        const bool ok = t < p.m && ka < kend;
-        Copy16(sa + t * kARowBytes + q * 16, ok ? p.a + t * p.k + ka : p.a, ok);
+      // is wholly inside or outside the CTA's range.
+#pragma unroll
+      for (int j = 0; j < kAPerThread; ++j) {
+        if (a_k[j] >= kRows) continue;
+        const bool ok = a_first[j] >= 0 && row0 + a_k[j] < rows;
+        Copy16(sa + a_dst[j], ok ? p.a + (a_first[j] + row0) : p.a, ok);
       }
     } else {
-      for (int e = threadIdx.x; e < tokens * kRows; e += kCols) {
+      const int64_t k0 = kbeg + row0;
+      for (int e = threadIdx.x; e < a_groups * 8 * kRows; e += kCols) {
         const int t = e / kRows, q = e % kRows;
         const int64_t ka = k0 + q;
         const bool ok = t < p.m && ka < kend;
@@ -228,18 +277,37 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
         LdMatrixX4Trans(bfrag[s][j], sb + r * (kCols * 2) + ((chunk ^ rr) * 16));
       }
     }
-#pragma unroll
-    for (int t = 0; t < TG; ++t) {
-      if (t >= live_groups) break;
-      // ldmatrix.x4: matrix q = tokens 8t .. 8t + 7 at k 8q .. 8q + 7, so
-      // registers {0, 1} are step 0's b0b1, b2b3 and {2, 3} step 1's.
+    if constexpr (TG == 1) {
+      // ldmatrix.x4: matrix q = tokens 0 .. 7 at k 8q .. 8q + 7, so registers
+      // {0, 1} are step 0's b0b1, b2b3 and {2, 3} step 1's.
       uint32_t afrag[4];
-      LdMatrixX4(afrag, sa + (t * 8 + rr) * kARowBytes + q * 16);
+      LdMatrixX4(afrag, sa + rr * kARowBytes + q * 16);
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
         const uint32_t b[2] = {afrag[2 * s], afrag[2 * s + 1]};
 #pragma unroll
-        for (int j = 0; j < 2; ++j) Mma16816<kBf16>(acc[j][t], bfrag[s][j], b);
+        for (int j = 0; j < 2; ++j) Mma16816<kBf16>(acc[j][0], bfrag[s][j], b);
+      }
+    } else {
+      // Step 0 over every token group, then step 1: an accumulator's two mma
+      // are 2 * TG instructions apart instead of back to back (at 64 rows the
+      // dependent pairs were the largest stall). ldmatrix.x4: matrix q = tokens
+      // of group t + q / 2 at k 16s + 8 (q % 2): registers {0, 1} are group t's
+      // b0b1, b2b3 of step s and {2, 3} group t + 1's.
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+#pragma unroll
+        for (int t = 0; t < TG; t += 2) {
+          if (t >= live_groups) break;
+          uint32_t afrag[4];
+          LdMatrixX4(afrag, sa + ((t + q / 2) * 8 + rr) * kARowBytes + s * 32 + (q % 2) * 16);
+          const uint32_t b0[2] = {afrag[0], afrag[1]};
+          const uint32_t b1[2] = {afrag[2], afrag[3]};
+#pragma unroll
+          for (int j = 0; j < 2; ++j) Mma16816<kBf16>(acc[j][t], bfrag[s][j], b0);
+#pragma unroll
+          for (int j = 0; j < 2; ++j) Mma16816<kBf16>(acc[j][t + 1], bfrag[s][j], b1);
+        }
       }
     }
   };
@@ -342,10 +410,10 @@ struct Launch {
 
 template <bool kBf16, int TG, int kCols, int kStages, int kWidth>
 cudaError_t LaunchTile(const Launch& l) {
-  constexpr int kSmem = Tile<kCols, TG, kStages>::kSmemBytes;
   const dim3 grid(static_cast<unsigned>(CeilDiv(l.args->n, kCols)),
                   static_cast<unsigned>(l.plan.splits));
   if (l.plan.workspace) {
+    constexpr int kSmem = Tile<kCols, TG, kStages>::kSmemBytes;
     constexpr auto kKernel = &SkinnyStreamKernel<kBf16, TG, kCols, kStages, kWidth, 2>;
     cudaError_t err = EnsureSmemLimit<kKernel>(kSmem);
     if (err != cudaSuccess) return err;
@@ -357,13 +425,16 @@ cudaError_t LaunchTile(const Launch& l) {
                              l.plan.splits, l.args->c, l.stream);
   }
   if (l.plan.splits == 1) {
+    constexpr int kSmem = Tile<kCols, TG, kStages>::kSmemBytes;
     constexpr auto kKernel = &SkinnyStreamKernel<kBf16, TG, kCols, kStages, kWidth, 0>;
     const cudaError_t err = EnsureSmemLimit<kKernel>(kSmem);
     if (err != cudaSuccess) return err;
     kKernel<<<grid, kCols, kSmem, l.stream>>>(l.params);
     return cudaGetLastError();
   }
-  constexpr auto kKernel = &SkinnyStreamKernel<kBf16, TG, kCols, kStages, kWidth, 1>;
+  constexpr int kRing = RingStages<kCols, TG, kStages, 1>();
+  constexpr int kSmem = Tile<kCols, TG, kRing>::kSmemBytes;
+  constexpr auto kKernel = &SkinnyStreamKernel<kBf16, TG, kCols, kRing, kWidth, 1>;
   const cudaError_t err = EnsureSmemLimit<kKernel>(kSmem);
   if (err != cudaSuccess) return err;
   cudaLaunchConfig_t config = {};
@@ -384,7 +455,9 @@ cudaError_t LaunchTile(const Launch& l) {
 }
 
 // The built (columns, stages) pairs: the default for every dtype and width,
-// the others for bf16 at 16-byte copies.
+// 128 x 4 also for the even ragged N (4-byte copies) of both dtypes, the wide
+// config (256 x 4) for both dtypes at 16-byte copies, the others for bf16 at
+// 16-byte copies.
 template <bool kBf16, int TG, int kWidth>
 cudaError_t LaunchConfig(const Launch& l, const SkinnyStreamConfig& config) {
   const int cols = config.columns, stages = config.stages;
@@ -392,8 +465,15 @@ cudaError_t LaunchConfig(const Launch& l, const SkinnyStreamConfig& config) {
     return LaunchTile<kBf16, TG, kSkinnyStreamDefault.columns, kSkinnyStreamDefault.stages,
                       kWidth>(l);
   }
+  if constexpr (kWidth == 4) {
+    if (cols == 128 && stages == 4) return LaunchTile<kBf16, TG, 128, 4, kWidth>(l);
+  }
+  if constexpr (kWidth == 16) {
+    if (cols == kSkinnyStreamWide.columns && stages == kSkinnyStreamWide.stages) {
+      return LaunchTile<kBf16, TG, kSkinnyStreamWide.columns, kSkinnyStreamWide.stages, kWidth>(l);
+    }
+  }
   if constexpr (kBf16 && kWidth == 16) {
-    if (cols == 256 && stages == 4) return LaunchTile<kBf16, TG, 256, 4, kWidth>(l);
     if (cols == 256 && stages == 6) return LaunchTile<kBf16, TG, 256, 6, kWidth>(l);
     if (cols == 256 && stages == 8) return LaunchTile<kBf16, TG, 256, 8, kWidth>(l);
     if (cols == 128 && stages == 4) return LaunchTile<kBf16, TG, 128, 4, kWidth>(l);
@@ -426,6 +506,12 @@ cudaError_t LaunchDefault(const LaunchArgs& args, cudaStream_t stream) {
 }
 size_t DefaultWorkspaceBytes(const LaunchArgs& args) {
   return SkinnyStreamWorkspaceBytes(args, kSkinnyStreamDefault);
+}
+cudaError_t LaunchWide(const LaunchArgs& args, cudaStream_t stream) {
+  return LaunchSkinnyStream(args, kSkinnyStreamWide, stream);
+}
+size_t WideWorkspaceBytes(const LaunchArgs& args) {
+  return SkinnyStreamWorkspaceBytes(args, kSkinnyStreamWide);
 }
 
 }  // namespace
@@ -502,5 +588,7 @@ cudaError_t LaunchSkinnyStream(const LaunchArgs& args, const SkinnyStreamConfig&
 }
 
 const Launcher kSkinnyStream = {"LaunchSkinnyStream", LaunchDefault, DefaultWorkspaceBytes};
+const Launcher kSkinnyStreamWideLauncher = {"LaunchSkinnyStreamWide", LaunchWide,
+                                            WideWorkspaceBytes};
 
 }  // namespace arbiter::kernels

@@ -27,18 +27,33 @@ namespace arbiter::kernels {
 // the stream, and the CTA tile families take over.
 inline constexpr int64_t kSkinnyStreamMaxM = 64;
 
-// What the registry races (kernels/skinny/skinny_candidate.cc): the default
-// config at M <= 8 with N % 8 == 0, where the H200 bench had it at or under
-// cuBLAS's time on large weights. From 16 rows on (or at ragged N, 30522 x 768)
-// every config was 2-58% slower (bench/results/skinny-h200.md), so racing it
-// there would only spend tuning time.
+// What the registry races (kernels/skinny/skinny_candidate.cc), from the H200
+// runs in bench/results/skinny-h200.md (run 4 for the current kernel):
+// - `skinny`, the default config, at M <= 8 with an even N: at or under
+//   cuBLAS's time on the large weights with N % 8 == 0, and 16% under it at
+//   1 x 30522 x 768 (4-byte copies; 4-8 rows there were 8-11% over, which the
+//   race settles per shape).
+// - `skinny_wide`, 256-column strips (kSkinnyStreamWide), at 9-16 rows with
+//   N % 8 == 0: under cuBLAS's time on the widest weights (16 x 18176 x 4544,
+//   16 x 256000 x 3584, 16 x 28672 x 4096), over it on the 4096-wide ones and
+//   9216 x 3072, where the race keeps cuBLAS. (At M <= 8 it was within 2% of
+//   the default config: not raced twice.)
+// From 17 rows on every config was slower than cuBLAS on every weight measured
+// (4-60%): not raced there.
 inline constexpr int64_t kSkinnyStreamRacedMaxM = 8;
-inline constexpr int64_t kSkinnyStreamRacedAlignN = 8;
+inline constexpr int64_t kSkinnyStreamRacedAlignN = 2;
+inline constexpr int64_t kSkinnyStreamWideRacedMinM = 9;
+inline constexpr int64_t kSkinnyStreamWideRacedMaxM = 16;
+inline constexpr int64_t kSkinnyStreamWideRacedAlignN = 8;
 
 // A member: the CTA's column strip, the depth of its ring and how the K splits
 // are planned and added. Only the combinations in kSkinnyStreamConfigs are
-// built (the first for every dtype and load width; the others for bf16 with
-// N % 8 == 0, for the bench to race).
+// built (the first for every dtype and load width, s128x4c4 also for an even
+// ragged N in both dtypes, s256x4c2 for both dtypes at N % 8 == 0; the others
+// for bf16 with N % 8 == 0, for the bench to race). In a cluster launch with
+// more than one token group the ring may run fewer stages than `stages`
+// (skinny_stream.cu, RingStages: a cluster's CTAs must all be resident in one
+// wave).
 struct SkinnyStreamConfig {
   int columns = 128;    // B columns per CTA (256 or 128): a warp per 32 columns
   int stages = 6;       // 32-row stages in the ring (stages - 1 in flight)
@@ -60,6 +75,10 @@ inline constexpr SkinnyStreamConfig kSkinnyStreamConfigs[] = {
     {128, 8, 2, false, "s128x8w2"},
 };
 inline constexpr SkinnyStreamConfig kSkinnyStreamDefault = kSkinnyStreamConfigs[0];
+// The registered wide config, s256x4c2 (built for both dtypes at N % 8 == 0):
+// twice the warps per CTA for the tensor-core work of 9-16 rows, 4 stages of
+// 16 KiB of B each.
+inline constexpr SkinnyStreamConfig kSkinnyStreamWide = kSkinnyStreamConfigs[1];
 
 // How one launch divides K; a function of N, K, the SM count and the config
 // only (never of M), so a row of C is computed the same way whatever M is.
@@ -82,8 +101,9 @@ size_t SkinnyStreamWorkspaceBytes(const LaunchArgs& args, const SkinnyStreamConf
 cudaError_t LaunchSkinnyStream(const LaunchArgs& args, const SkinnyStreamConfig& config,
                                cudaStream_t stream);
 
-// The default config as a family Launcher.
+// The default config as a family Launcher, and the wide config.
 extern const Launcher kSkinnyStream;
+extern const Launcher kSkinnyStreamWideLauncher;
 
 // Accuracy budget (engine/contract.h's formula): f32 accumulation in 16-wide
 // tensor-core steps, splits added in f32.

@@ -308,7 +308,8 @@ TEST_F(MeasurerTest, TheReportPairsEachCandidatesSamplesByRound) {
   EXPECT_EQ(paired.pairs, std::min(vendor.samples, ours.samples));
   EXPECT_GE(paired.pairs, options_.min_samples);
   EXPECT_NEAR(paired.median, 22.6 / 14.4, 1e-9);
-  EXPECT_NEAR(paired.spread, 0, 1e-9);
+  EXPECT_NEAR(paired.low, 22.6 / 14.4, 1e-9);  // the same ratio in every round
+  EXPECT_NEAR(paired.high, 22.6 / 14.4, 1e-9);
   EXPECT_EQ(r->samples.min_pairs(), options_.min_samples);
 
   // Decided on each one's own spread, a 57% margin is noise; round by round, it is not.

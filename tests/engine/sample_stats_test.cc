@@ -27,7 +27,8 @@ TEST(SampleStatsTest, CompareTakesTheRatioRoundByRound) {
   const PairedRatio r = samples.Compare("a", "b");
   EXPECT_EQ(r.pairs, 5);
   EXPECT_DOUBLE_EQ(r.median, 1.5);
-  EXPECT_NEAR(r.spread, 0, 1e-12);
+  EXPECT_DOUBLE_EQ(r.low, 1.5);  // the same in every round: both bounds are the ratio
+  EXPECT_DOUBLE_EQ(r.high, 1.5);
   EXPECT_DOUBLE_EQ(samples.Compare("b", "a").median, 1 / 1.5);
 }
 
@@ -41,9 +42,10 @@ TEST(SampleStatsTest, ComparePairsOnlyRoundsBothWereSampledIn) {
   samples.Add("b", 5, 0.5e-6);
   const PairedRatio r = samples.Compare("a", "b");
   EXPECT_EQ(r.pairs, 4);
-  // Ratios 2, 0.5, 1, 4: median 1.5; quartiles 0.875 and 2.5.
+  // Ratios 2, 0.5, 1, 4: median 1.5; with 4 rounds the bounds are the extremes.
   EXPECT_DOUBLE_EQ(r.median, 1.5);
-  EXPECT_DOUBLE_EQ(r.spread, (2.5 - 0.875) / 1.5);
+  EXPECT_DOUBLE_EQ(r.low, 0.5);
+  EXPECT_DOUBLE_EQ(r.high, 4);
   EXPECT_EQ(samples.min_pairs(), 3);
 }
 
@@ -67,8 +69,9 @@ TEST(SampleStatsTest, TheSignTestBoundRankGrowsWithTheRounds) {
   EXPECT_EQ(SignTestLowRank(100), 40);
 }
 
-TEST(SampleStatsTest, CompareBoundsTheMedianRatioFromBelow) {
-  // Ratios 0.9, 1.1, 1.2, ..., 1.9 over 10 rounds: the bound is the 2nd smallest.
+TEST(SampleStatsTest, CompareBoundsTheMedianRatioFromBothSides) {
+  // Ratios 0.9, 1.1, 1.2, ..., 1.9 over 10 rounds: the bounds are the 2nd smallest
+  // and the 2nd largest.
   RaceSamples samples;
   for (int round = 0; round < 10; ++round) {
     samples.Add("a", round, (round == 0 ? 0.9 : 1.0 + 0.1 * round) * 1e-6);
@@ -78,6 +81,7 @@ TEST(SampleStatsTest, CompareBoundsTheMedianRatioFromBelow) {
   EXPECT_EQ(r.pairs, 10);
   EXPECT_EQ(r.low_rank, 2);
   EXPECT_NEAR(r.low, 1.1, 1e-12);
+  EXPECT_NEAR(r.high, 1.8, 1e-12);
 }
 
 TEST(SampleStatsTest, AZeroTimeGivesNoRatio) {

@@ -24,7 +24,8 @@ namespace {
 std::vector<CandidateSpec> All() {
   std::vector<CandidateSpec> specs = {kernels::MakeMmaWarpCandidate(),
                                       kernels::MakeMmaTiledCandidate(), kernels::MakeGemvCandidate(),
-                                      kernels::MakeSimtCandidate(), kernels::MakeSkinnyCandidate()};
+                                      kernels::MakeSimtCandidate(), kernels::MakeSkinnyCandidate(),
+                                      kernels::MakeSkinnyWideCandidate()};
   for (CandidateSpec& s : kernels::MakeSplitkCandidate()) specs.push_back(std::move(s));
   return specs;
 }
@@ -51,7 +52,7 @@ TEST(CudaFamilyContracts, DeterminismClaimsMatchTheKernels) {
       {"mma_warp", Determinism::kBatchInvariant}, {"mma_tiled", Determinism::kBatchInvariant},
       {"gemv", Determinism::kBatchInvariant},     {"simt", Determinism::kBatchInvariant},
       {"splitk", Determinism::kRunToRun},         {"skinny", Determinism::kBatchInvariant},
-      {"splitk_atomic", Determinism::kNondeterministic}};
+      {"skinny_wide", Determinism::kBatchInvariant}, {"splitk_atomic", Determinism::kNondeterministic}};
   for (const auto& [name, determinism] : expected) {
     for (const CandidateMember& m : Named(specs, name).members) {
       EXPECT_EQ(m.contract.determinism, determinism) << name << " " << m.contract;
@@ -61,7 +62,8 @@ TEST(CudaFamilyContracts, DeterminismClaimsMatchTheKernels) {
 
 TEST(CudaFamilyContracts, TensorCoreFamiliesTakeHalfTypesOnly) {
   const std::vector<CandidateSpec> specs = All();
-  for (const char* name : {"mma_warp", "mma_tiled", "splitk", "splitk_atomic", "gemv", "skinny"}) {
+  for (const char* name :
+       {"mma_warp", "mma_tiled", "splitk", "splitk_atomic", "gemv", "skinny", "skinny_wide"}) {
     const CandidateSpec& spec = Named(specs, name);
     EXPECT_NE(spec.Member(DType::kF16), nullptr) << name;
     EXPECT_NE(spec.Member(DType::kBF16), nullptr) << name;
@@ -71,18 +73,32 @@ TEST(CudaFamilyContracts, TensorCoreFamiliesTakeHalfTypesOnly) {
   for (DType d : kAllDTypes) EXPECT_NE(simt.Member(d), nullptr) << "simt " << d;
 }
 
-// skinny is raced at up to 8 rows of a weight whose N is a multiple of 8 (where
-// the H200 bench had it competitive with cuBLAS), any K, on sm_90+ (its K
-// splits meet in a thread-block cluster).
-TEST(CudaFamilyContracts, SkinnyCoversAtMost8RowsOfAlignedNAndAnyKOnSm90) {
+// skinny is raced at up to 8 rows of a weight whose N is even (where the H200
+// bench had it competitive with cuBLAS), any K, on sm_90+ (its K splits meet in
+// a thread-block cluster); skinny_wide at 9-16 rows of N % 8 == 0.
+TEST(CudaFamilyContracts, SkinnyCoversAtMost8RowsOfEvenNAndAnyKOnSm90) {
   const std::vector<CandidateSpec> specs = All();
   const CandidateSpec& skinny = Named(specs, "skinny");
   for (const CandidateMember& m : skinny.members) {
     EXPECT_EQ(m.contract.arch, "sm_90+");
     EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 8, 14336, 4095}).empty());
     EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 1, 256000, 3584}).empty());
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 1, 30522, 768}).empty());
     EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 9, 4096, 4096}).empty());
-    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 1, 30522, 768}).empty());
+    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 1, 30521, 768}).empty());
+  }
+}
+
+TEST(CudaFamilyContracts, SkinnyWideCovers9To16RowsOfAlignedNOnSm90) {
+  const std::vector<CandidateSpec> specs = All();
+  const CandidateSpec& wide = Named(specs, "skinny_wide");
+  for (const CandidateMember& m : wide.members) {
+    EXPECT_EQ(m.contract.arch, "sm_90+");
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 256000, 3584}).empty());
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 9, 28672, 4095}).empty());
+    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 8, 28672, 4096}).empty());
+    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 17, 4096, 4096}).empty());
+    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 30522, 768}).empty());
   }
 }
 

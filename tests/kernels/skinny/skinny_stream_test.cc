@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -117,14 +118,54 @@ TEST_F(SkinnyStreamTest, LaunchGeometryWritesEveryElementOfNonSquareC) {
 // every built config (bf16, N % 8 == 0: what every config is built for).
 TEST_F(SkinnyStreamTest, EveryConfigMatchesReferenceAtEverySplitPlan) {
   uint64_t seed = 200;
+  // 40 x 4096 x 4096: five live token groups of eight (an odd count computed
+  // in pairs), K split over 8-CTA clusters with the ring cut to the one-group
+  // footprint.
   for (const Shape& s : {Shape{1, 4096, 4096}, Shape{16, 40, 8200}, Shape{5, 1024, 3001},
-                         Shape{64, 1000, 2000}, Shape{24, 136, 2048}}) {
+                         Shape{64, 1000, 2000}, Shape{24, 136, 2048}, Shape{40, 4096, 4096}}) {
     DeviceGemm g(Problem{DType::kBF16, s.m, s.n, s.k}, seed++);
     for (const SkinnyStreamConfig& config : kSkinnyStreamConfigs) {
       for (int sm_count : {1, 8, 132, 1 << 20}) {
         ASSERT_TRUE(Run(g, config, nullptr, sm_count));
         EXPECT_TRUE(g.Matches(kBudget)) << config.name << " at sm_count " << sm_count;
       }
+    }
+  }
+}
+
+// The configs built for an even ragged N (4-byte B copies: the default and
+// s128x4c4), f16 and bf16, at ragged M (odd token-group counts), N and K, one
+// and several splits: within budget, every element of the NaN-poisoned C written.
+TEST_F(SkinnyStreamTest, RaggedNConfigsMatchReference) {
+  const Shape shapes[] = {{17, 30522, 200}, {40, 4094, 777}, {57, 1030, 2056}, {9, 3002, 4100}};
+  uint64_t seed = 220;
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    for (const Shape& s : shapes) {
+      DeviceGemm g(Problem{dtype, s.m, s.n, s.k}, seed++);
+      for (const char* name : {"s128x6c2", "s128x4c4"}) {
+        const SkinnyStreamConfig* config = nullptr;
+        for (const SkinnyStreamConfig& c : kSkinnyStreamConfigs) {
+          if (std::string_view(c.name) == name) config = &c;
+        }
+        ASSERT_NE(config, nullptr) << name;
+        ASSERT_TRUE(Run(g, *config));
+        EXPECT_TRUE(g.Matches(kBudget)) << name;
+      }
+    }
+  }
+}
+
+// The registered wide config in both dtypes (f16 is built for it alone among
+// the 256-column configs), at 9-16 rows and M < 9, one strip to many, with
+// cluster and workspace split plans: within budget on NaN-poisoned C.
+TEST_F(SkinnyStreamTest, WideConfigMatchesReferenceInBothDtypes) {
+  const Shape shapes[] = {{16, 4096, 4096}, {9, 1032, 3000}, {13, 256, 65536}, {3, 18176, 264}};
+  uint64_t seed = 240;
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    for (const Shape& s : shapes) {
+      DeviceGemm g(Problem{dtype, s.m, s.n, s.k}, seed++);
+      ASSERT_TRUE(Run(g, kSkinnyStreamWide));
+      EXPECT_TRUE(g.Matches(kBudget)) << kSkinnyStreamWide.name;
     }
   }
 }
@@ -243,9 +284,9 @@ TEST(SkinnyStreamLauncherTest, RefusesWhatItDoesNotCover) {
   args.k = 65536;  // one strip: K splits through workspace
   ASSERT_GT(SkinnyStreamWorkspaceBytes(args, kSkinnyStreamDefault), 0u);
   EXPECT_EQ(LaunchSkinnyStream(args, kSkinnyStreamDefault, nullptr), cudaErrorInvalidValue);
-  // The other configs are built for bf16 only.
+  // The bench-only configs (s256x6c1 here) are built for bf16 only.
   args.n = args.k = 64;
-  EXPECT_EQ(LaunchSkinnyStream(args, kSkinnyStreamConfigs[2], nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(LaunchSkinnyStream(args, kSkinnyStreamConfigs[3], nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace
