@@ -198,7 +198,8 @@ int main(int argc, char** argv) {
                      absl::GetFlag(FLAGS_log_format), level.level, level.origin);
     return 2;
   }
-  if (!heap_kept) spdlog::warn("malloc settings refused: freed request buffers may be faulted in afresh");
+  // Refused under a sanitizer's allocator, which has its own policy: nothing to warn of.
+  if (!heap_kept) spdlog::debug("malloc settings refused: freed request buffers may be faulted in afresh");
 
   // Blocked before any thread starts, so every thread inherits the mask and
   // only sigwait below receives them.
