@@ -7,6 +7,11 @@
 namespace arbiter::server {
 
 bool KeepFreedMemory() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // A sanitizer's allocator serves malloc; glibc's settings would take (TSan
+  // does not intercept mallopt) and mean nothing.
+  return false;
+#endif
   // glibc refuses an mmap threshold above HEAP_MAX_SIZE / 2: 32 MiB on 64-bit.
   constexpr int kLargestHeapAllocation = 32 << 20;
   bool ok = mallopt(M_ARENA_MAX, 1) == 1;

@@ -19,7 +19,7 @@
 
 namespace arbiter::server {
 
-// True when glibc took every setting.
+// True when glibc took every setting; false, setting nothing, in a sanitizer build.
 bool KeepFreedMemory();
 
 }  // namespace arbiter::server

@@ -29,7 +29,7 @@ long FaultsToFill(size_t bytes) {
 // A request's read buffers, freed after one call, are the next call's without
 // a page fault per 4 KiB (glibc's defaults give the pages back to the kernel).
 TEST(MallocPolicyTest, FreedBufferIsRefilledWithoutPageFaults) {
-  if (!KeepFreedMemory()) GTEST_SKIP() << "the allocator is not glibc's (a sanitizer build?)";
+  if (!KeepFreedMemory()) GTEST_SKIP() << "a sanitizer's allocator serves malloc, not glibc's";
   constexpr size_t kBytes = 24 << 20;  // a few read buffers' worth, under the 32 MiB heap limit
   constexpr long kPages = kBytes / 4096;
   // Under glibc's defaults the first buffer is mapped and unmapped, the second
