@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <map>
+#include <string_view>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -373,18 +375,34 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
   return dispatcher_->Run(p, *selection, options.call(), a, b);
 }
 
+namespace {
+
+// What operand `name` ("a", "b" or "c") of `p` holds, for an error message:
+// "A (m*k = 12*8 f32)".
+std::string OperandWhat(const Problem& p, std::string_view name) {
+  const auto [operand, rows, cols, dims] = name == "a"   ? std::tuple{"A", p.m, p.k, "m*k"}
+                                           : name == "b" ? std::tuple{"B", p.k, p.n, "k*n"}
+                                                         : std::tuple{"C", p.m, p.n, "m*n"};
+  return absl::StrCat(operand, " (", dims, " = ", rows, "*", cols, " ", DTypeName(p.dtype), ")");
+}
+
+}  // namespace
+
 absl::StatusOr<Operand> Arbiter::Resolve(const Peer& peer, const OperandRef& ref,
-                                         const char* name, size_t bytes, const std::string& what,
+                                         const char* name, const Problem& p, size_t bytes,
                                          bool written,
                                          std::vector<std::shared_ptr<const void>>* hold) {
   void* base = nullptr;
   int64_t size = 0;
-  std::string where;
+  // Built only for an error: this runs on every zero-copy Matmul.
+  auto where = [&] {
+    return absl::StrCat(ref.target == OperandRef::Target::kRegion ? "region" : "tensor", " \"",
+                        ref.id, "\" (", size, " bytes)");
+  };
   if (ref.target == OperandRef::Target::kRegion) {
     ASSIGN_OR_RETURN(std::shared_ptr<const Region> region, regions_->Find(peer, ref.id));
     base = region->memory->data();
     size = region->info.bytes;
-    where = absl::StrCat("region \"", ref.id, "\" (", size, " bytes)");
     hold->push_back(std::move(region));
   } else {
     if (written) {
@@ -394,23 +412,22 @@ absl::StatusOr<Operand> Arbiter::Resolve(const Peer& peer, const OperandRef& ref
     ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor, tensors_->Find(peer, ref.id));
     base = tensor->memory->data();
     size = tensor->info.bytes;
-    where = absl::StrCat("tensor \"", ref.id, "\" (", size, " bytes)");
     hold->push_back(std::move(tensor));
   }
   const int64_t need = static_cast<int64_t>(bytes);
   if (need > size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": ", where, " is smaller than the ", need, " bytes of ", what));
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", where(), " is smaller than the ",
+                                                   need, " bytes of ", OperandWhat(p, name)));
   }
   if (ref.offset < 0 || need > size - ref.offset) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, ": ", where, ", offset ", ref.offset, ": ", need, " bytes of ", what,
+        name, ": ", where(), ", offset ", ref.offset, ": ", need, " bytes of ", OperandWhat(p, name),
         " must lie within it (expected 0 <= offset <= ", size - need, ")"));
   }
   const uintptr_t address = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(ref.offset);
   if (address % kOperandAlignment != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, ": ", where, ", offset ", ref.offset, ": the device address must be a multiple of ",
+        name, ": ", where(), ", offset ", ref.offset, ": the device address must be a multiple of ",
         kOperandAlignment, " bytes; it is ", address % kOperandAlignment, " past one"));
   }
   return Operand{.device = reinterpret_cast<void*>(address), .bytes = bytes};
@@ -421,18 +438,15 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
                                                  const MatmulOperands& operands) {
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
   DispatchIo io;
-  const std::string a_what = absl::StrCat("A (m*k = ", p.m, "*", p.k, " ", DTypeName(p.dtype), ")");
-  const std::string b_what = absl::StrCat("B (k*n = ", p.k, "*", p.n, " ", DTypeName(p.dtype), ")");
-  const std::string c_what = absl::StrCat("C (m*n = ", p.m, "*", p.n, " ", DTypeName(p.dtype), ")");
   if (operands.a_ref) {
-    ASSIGN_OR_RETURN(io.a, Resolve(peer, *operands.a_ref, "a", p.a_bytes(), a_what, false, &io.hold));
+    ASSIGN_OR_RETURN(io.a, Resolve(peer, *operands.a_ref, "a", p, p.a_bytes(), false, &io.hold));
   } else {
     const size_t bytes = TotalBytes(operands.a);
     RETURN_IF_ERROR(CheckOperandSizes(p, bytes, p.b_bytes()));
     io.a = Operand{.host = operands.a, .bytes = bytes};
   }
   if (operands.b_ref) {
-    ASSIGN_OR_RETURN(io.b, Resolve(peer, *operands.b_ref, "b", p.b_bytes(), b_what, false, &io.hold));
+    ASSIGN_OR_RETURN(io.b, Resolve(peer, *operands.b_ref, "b", p, p.b_bytes(), false, &io.hold));
   } else {
     const size_t bytes = TotalBytes(operands.b);
     RETURN_IF_ERROR(CheckOperandSizes(p, p.a_bytes(), bytes));
@@ -440,7 +454,7 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
   }
   if (operands.c_ref) {
     ASSIGN_OR_RETURN(const Operand c,
-                     Resolve(peer, *operands.c_ref, "c", p.c_bytes(), c_what, true, &io.hold));
+                     Resolve(peer, *operands.c_ref, "c", p, p.c_bytes(), true, &io.hold));
     io.c_device = c.device;
     // A kernel reading what it writes gives garbage: C shares no byte with A or B.
     const auto begin = [](const Operand& o) { return reinterpret_cast<uintptr_t>(o.device); };

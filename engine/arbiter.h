@@ -266,7 +266,7 @@ class Arbiter {
                                    bool* rememberable);
   // A ref's device address, checked (see Dispatch); `hold` keeps its region or tensor alive.
   absl::StatusOr<Operand> Resolve(const Peer& peer, const OperandRef& ref, const char* name,
-                                  size_t bytes, const std::string& what, bool written,
+                                  const Problem& p, size_t bytes, bool written,
                                   std::vector<std::shared_ptr<const void>>* hold);
   // The bucket's verdict, through the cache: the store's, or this daemon's own where
   // it set the store's aside; nullopt when there is none. While the store cannot

@@ -100,8 +100,10 @@ class Stream {
   virtual absl::Status Poison(Buffer& buf, DType dtype, size_t count) = 0;
   // Evicts the last-level cache so the next timed run starts cold. Not timed.
   virtual absl::Status FlushCache() = 0;
-  // Device timer: Start, enqueue work, Stop; ElapsedSeconds waits for it.
-  // On a GPU these are events around the kernel alone, never host wall time.
+  // Device timer: Start, enqueue work, Stop; ElapsedSeconds waits for the Stop,
+  // and so for all the work enqueued before it (a dispatch relies on that: C is
+  // complete once it returns). On a GPU these are events around the kernel
+  // alone, never host wall time.
   virtual absl::Status TimerStart() = 0;
   virtual absl::Status TimerStop() = 0;
   virtual absl::StatusOr<double> ElapsedSeconds() = 0;

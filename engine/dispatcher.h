@@ -37,11 +37,17 @@
 
 namespace arbiter {
 
-// Host wall time of each stage of one dispatch, for the per-stage breakdown.
-// A stage that did not happen (no copy for an operand already on the device) is 0.
+// Host wall time of each stage of one dispatch, for the per-stage breakdown; the
+// stages do not overlap. A stage that did not happen (no copy for an operand
+// already on the device) is 0.
 struct DispatchStages {
+  double lease_seconds = 0;   // waiting for a device stream (the bounded queue)
   double h2d_seconds = 0;     // operands copied to the device
-  double kernel_seconds = 0;  // from enqueueing the kernel to its end (host view)
+  double launch_seconds = 0;  // enqueueing the kernel: the wait on the client's event (if
+                              // any), the device timer's events and the candidate's
+                              // launch call(s), on the host
+  double kernel_seconds = 0;  // from the kernel enqueued to its end seen by the host: the
+                              // one wait for the device (C complete there)
   double d2h_seconds = 0;     // C copied back
 };
 
@@ -105,7 +111,8 @@ class Dispatcher {
   absl::StatusOr<DispatchResult> Run(const Problem& p, const Selection& selection,
                                      const CallContext& caller, const void* a, const void* b);
   // The same with operands anywhere (DispatchIo). C written on the device is
-  // complete when Run returns: the stream is synchronized first.
+  // complete when Run returns: the host waits for the device timer's stop,
+  // enqueued after everything the candidate enqueued.
   absl::StatusOr<DispatchResult> Run(const Problem& p, const Selection& selection,
                                      const CallContext& caller, const DispatchIo& io);
 

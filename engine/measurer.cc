@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "engine/oracle.h"
 
 namespace arbiter {
@@ -41,7 +43,18 @@ int64_t SmallerM(const ShapeCoverage& shape, int64_t m) {
 
 std::string Us(double seconds) { return absl::StrFormat("%.3gus", seconds * 1e6); }
 
+absl::Status CancelledRace(const Problem& p) {
+  return absl::CancelledError(absl::StrCat("measurement of ", p.ToString(), " cancelled"));
+}
+
 }  // namespace
+
+std::string RaceExtension::ToString() const {
+  if (candidates.empty()) return "";
+  return absl::StrFormat("%s timed %d more paired round%s (%.3gms of device time): %s",
+                         absl::StrJoin(candidates, " and "), rounds, rounds == 1 ? "" : "s",
+                         device_seconds * 1e3, ended);
+}
 
 struct Measurer::Operands {
   Problem p;
@@ -178,22 +191,12 @@ absl::StatusOr<MeasureReport> Measurer::Race(
   }
   RETURN_IF_ERROR(TimePaired(entrants, ops, &report));
   for (Entrant& e : entrants) {
-    CandidateResult& r = *e.result;
-    if (!e.error.ok()) {
-      r.state = ResultState::kError;
-      r.reason = absl::StrCat("timing failed: ", e.error.ToString());
-      continue;
-    }
-    const SampleStats st = Summarize(e.samples);
-    r.state = ResultState::kTimed;
-    r.median_seconds = st.median;
-    r.spread = st.spread;
-    r.samples = st.count;
-    r.reason = e.stopped;
+    WriteResult(e);
     for (size_t i = 0; i < e.samples.size(); ++i) {
-      report.samples.Add(r.name, e.rounds[i], e.samples[i]);
+      report.samples.Add(e.result->name, e.rounds[i], e.samples[i]);
     }
   }
+  RETURN_IF_ERROR(ExtendCloseRace(entrants, ops, &report));
   RETURN_IF_ERROR(CheckDeferredClaims(entrants, ops));
   return report;
 }
@@ -351,14 +354,11 @@ absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands
   RETURN_IF_ERROR(Checkpoint());
   TuningCost& cost = report->cost;
   const GemmArgs args = ops.Args(stream_);
-  const auto cancelled = [&] {
-    return absl::CancelledError(absl::StrCat("measurement of ", ops.p.ToString(), " cancelled"));
-  };
   {
     PhaseTimer phase(&cost.warmup);
     for (int w = 0; w < options_.warmup_runs; ++w) {
       for (Entrant& e : entrants) {
-        if (Cancelled()) return cancelled();
+        if (Cancelled()) return CancelledRace(ops.p);
         if (!e.active) continue;
         Launching(*e.spec, "timing");
         e.error = e.member->run(args);
@@ -394,39 +394,11 @@ absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands
     for (size_t j = 0; j < n; ++j) {
       Entrant& e = entrants[(round + j) % n];
       if (!e.active) continue;
-      RETURN_IF_ERROR(Checkpoint());  // the last sample is complete: nothing in flight
-      if (Cancelled()) return cancelled();
-      Launching(*e.spec, "timing");
-      absl::Status s;
-      if (options_.cold_cache) {
-        PhaseTimer phase(&cost.flush);
-        s = stream_.FlushCache();
-        if (s.ok()) s = stream_.Synchronize();
-      }
-      absl::StatusOr<double> t = absl::UnknownError("not timed");
-      {
-        PhaseTimer phase(&cost.timing);
-        if (s.ok()) s = stream_.TimerStart();
-        if (s.ok()) s = e.member->run(args);
-        if (s.ok()) s = stream_.TimerStop();
-        t = s.ok() ? stream_.ElapsedSeconds() : absl::StatusOr<double>(s);
-      }
-      if (!t.ok()) {
-        e.error = t.status();
-        e.active = false;
-        continue;
-      }
-      e.samples.push_back(*t);
-      e.rounds.push_back(round);
-      e.device += *t;
-      cost.device += *t;
+      RETURN_IF_ERROR(TimeSample(e, round, args, report));
+      if (!e.error.ok()) e.active = false;
     }
     cost.rounds = round + 1;
-    if (std::optional<double> mhz = backend_.SmClockMhz()) {
-      report->sm_clock_min_mhz =
-          report->sm_clock_min_mhz == 0 ? *mhz : std::min(report->sm_clock_min_mhz, *mhz);
-      report->sm_clock_max_mhz = std::max(report->sm_clock_max_mhz, *mhz);
-    }
+    ReadClock(report);
 
     // The fastest so far, by median, among those with samples.
     const Entrant* best = nullptr;
@@ -484,6 +456,130 @@ absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands
     }
   }
   return absl::OkStatus();
+}
+
+void Measurer::WriteResult(Entrant& e) {
+  CandidateResult& r = *e.result;
+  if (!e.error.ok()) {
+    r.state = ResultState::kError;
+    r.reason = absl::StrCat("timing failed: ", e.error.ToString());
+    r.median_seconds = 0;
+    r.spread = 0;
+    return;
+  }
+  const SampleStats st = Summarize(e.samples);
+  r.state = ResultState::kTimed;
+  r.median_seconds = st.median;
+  r.spread = st.spread;
+  r.samples = st.count;
+  r.reason = e.stopped;
+}
+
+void Measurer::ReadClock(MeasureReport* report) {
+  if (std::optional<double> mhz = backend_.SmClockMhz()) {
+    report->sm_clock_min_mhz =
+        report->sm_clock_min_mhz == 0 ? *mhz : std::min(report->sm_clock_min_mhz, *mhz);
+    report->sm_clock_max_mhz = std::max(report->sm_clock_max_mhz, *mhz);
+  }
+}
+
+absl::Status Measurer::TimeSample(Entrant& e, int round, const GemmArgs& args,
+                                  MeasureReport* report) {
+  TuningCost& cost = report->cost;
+  RETURN_IF_ERROR(Checkpoint());  // the last sample is complete: nothing in flight
+  if (Cancelled()) return CancelledRace(args.problem);
+  Launching(*e.spec, "timing");
+  absl::Status s;
+  if (options_.cold_cache) {
+    PhaseTimer phase(&cost.flush);
+    s = stream_.FlushCache();
+    if (s.ok()) s = stream_.Synchronize();
+  }
+  absl::StatusOr<double> t = absl::UnknownError("not timed");
+  {
+    PhaseTimer phase(&cost.timing);
+    if (s.ok()) s = stream_.TimerStart();
+    if (s.ok()) s = e.member->run(args);
+    if (s.ok()) s = stream_.TimerStop();
+    t = s.ok() ? stream_.ElapsedSeconds() : absl::StatusOr<double>(s);
+  }
+  if (!t.ok()) {
+    e.error = t.status();
+    return absl::OkStatus();
+  }
+  e.samples.push_back(*t);
+  e.rounds.push_back(round);
+  e.device += *t;
+  cost.device += *t;
+  return absl::OkStatus();
+}
+
+absl::Status Measurer::ExtendCloseRace(std::vector<Entrant>& entrants, const Operands& ops,
+                                       MeasureReport* report) {
+  if (!options_.extend || options_.extend_rounds <= 0) return absl::OkStatus();
+  TuningCost& cost = report->cost;
+  RaceExtension& ext = report->extension;
+  const int cap = static_cast<int>(std::ceil(options_.extend_rounds * cost.rounds));
+  const GemmArgs args = ops.Args(stream_);
+  const Clock::time_point t0 = Clock::now();
+  double round_device = 0;  // the most device time one extra round took: what the next may take
+  for (;;) {
+    std::vector<Entrant*> close;
+    for (const std::string& name : options_.extend(report->measurements, report->samples)) {
+      for (Entrant& e : entrants) {
+        if (e.result->name == name && e.error.ok() && !e.samples.empty() &&
+            std::find(close.begin(), close.end(), &e) == close.end()) {
+          close.push_back(&e);
+        }
+      }
+    }
+    if (close.size() < 2) {
+      if (!ext.candidates.empty()) ext.ended = "settled";
+      return absl::OkStatus();
+    }
+    for (const Entrant* e : close) {
+      if (std::find(ext.candidates.begin(), ext.candidates.end(), e->result->name) ==
+          ext.candidates.end()) {
+        ext.candidates.push_back(e->result->name);
+      }
+    }
+    // What one more round would add: the most a round took so far, else the
+    // candidates' medians.
+    double next = round_device;
+    if (next == 0) {
+      for (const Entrant* e : close) next += e->result->median_seconds;
+    }
+    if (ext.rounds >= cap) {
+      ext.ended = absl::StrFormat("not settled within %d more rounds (%gx the race's %d)", cap,
+                                  options_.extend_rounds, cost.rounds - ext.rounds);
+      return absl::OkStatus();
+    }
+    if (cost.device + next > options_.device_budget_seconds) {
+      ext.ended = absl::StrFormat(
+          "not settled when one more round would pass the race's device budget (%.3gms)",
+          options_.device_budget_seconds * 1e3);
+      return absl::OkStatus();
+    }
+    if (SecondsSince(t0) > options_.wall_limit_seconds) {
+      ext.ended = "not settled by the wall-clock limit";
+      return absl::OkStatus();
+    }
+    // One sample of each, in rotating order, as in the race's own rounds.
+    const int round = cost.rounds;
+    const double before = cost.device;
+    for (size_t j = 0; j < close.size(); ++j) {
+      Entrant& e = *close[(static_cast<size_t>(round) + j) % close.size()];
+      const size_t had = e.samples.size();
+      RETURN_IF_ERROR(TimeSample(e, round, args, report));
+      if (e.samples.size() > had) report->samples.Add(e.result->name, round, e.samples.back());
+    }
+    cost.rounds = round + 1;
+    ++ext.rounds;
+    ext.device_seconds += cost.device - before;
+    round_device = std::max(round_device, cost.device - before);
+    ReadClock(report);
+    for (Entrant* e : close) WriteResult(*e);
+  }
 }
 
 }  // namespace arbiter

@@ -23,7 +23,12 @@
 //      best's sample of the same round (one sample is then enough) or has spent
 //      its share of the device-time budget or 3 samples; the race stops
 //      when the budget of device time, or of host time, is spent (every candidate
-//      still gets min_samples) or the wall-clock limit is reached.
+//      still gets min_samples) or the wall-clock limit is reached;
+//   4. a close race's extra rounds (MeasureOptions::extend): where the caller
+//      says two candidates are close (the fastest ahead of the incumbent by
+//      median, not separated by the rounds so far), those two alone are timed
+//      in further interleaved rounds until it says they are settled, within a
+//      cap on the rounds and the race's device budget.
 // A candidate that fails, errors or cannot be timed is recorded with its state
 // and reason - never as a latency. Where the time went is reported per phase.
 //
@@ -33,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -43,6 +49,15 @@
 #include "engine/verdict.h"
 
 namespace arbiter {
+
+struct Measurement;
+// A close race's candidates, asked once the timing rounds are over and again
+// after each extra round (MeasureOptions::extend): the names of those whose
+// comparison more rounds may settle (an incumbent and the challenger its rounds
+// so far could not separate from the noise), or none. Gets every candidate's
+// result and the race's samples as they stand.
+using CloseRace = std::function<std::vector<std::string>(const std::vector<Measurement>&,
+                                                         const RaceSamples&)>;
 
 struct MeasureOptions {
   int warmup_runs = 0;              // untimed interleaved rounds before sampling; none by
@@ -74,6 +89,14 @@ struct MeasureOptions {
   // Polled between runs; once it returns true the measurement stops with
   // CANCELLED and nothing it measured is returned. Unset: never cancelled.
   std::function<bool()> cancelled;
+  // A close race gets more evidence before it decides: once the timing rounds
+  // are over, the candidates `extend` names are timed alone in further
+  // interleaved rounds (whatever their spread) until it names none, until
+  // extend_rounds times the race's rounds have been added, until one more round
+  // would take the race's device time past device_budget_seconds, or past the
+  // wall-clock limit. Unset (or extend_rounds 0): no extra rounds.
+  CloseRace extend;
+  double extend_rounds = 1.0;
 };
 
 // Result of measuring a candidate; `claim_violation` is set (with evidence in
@@ -83,6 +106,17 @@ struct Measurement {
   bool claim_violation = false;
 };
 
+// The extra rounds of a close race (MeasureOptions::extend).
+struct RaceExtension {
+  std::vector<std::string> candidates;  // those timed further; empty: the race was not close
+  int rounds = 0;                       // extra rounds run
+  double device_seconds = 0;            // their device time (counted in TuningCost::device too)
+  std::string ended;                    // why they stopped: "settled", "round cap ..." etc.
+  // "vendor and ours timed 10 more paired rounds (0.21ms of device time): settled";
+  // empty when the race was not close.
+  std::string ToString() const;
+};
+
 // Everything one measurement produced: per candidate, in the order given;
 // each timed candidate's samples with the round each was taken in (for
 // Decide's paired comparison; not persisted); where the time went; the SM
@@ -90,9 +124,10 @@ struct Measurement {
 struct MeasureReport {
   std::vector<Measurement> measurements;
   RaceSamples samples;
-  TuningCost cost;
+  TuningCost cost;  // extra rounds included (rounds, device, timing, flush)
   double sm_clock_min_mhz = 0;
   double sm_clock_max_mhz = 0;
+  RaceExtension extension;
 };
 
 // What the measurer tells its caller, and asks it, as it goes. Called on the
@@ -145,6 +180,18 @@ class Measurer {
   // Phase 3: warm-up rounds, then interleaved timed rounds until every entrant has stopped.
   absl::Status TimePaired(std::vector<Entrant>& entrants, const Operands& ops,
                           MeasureReport* report);
+  // One cold, timed sample of `e` in `round`; a failed run or timer lands in
+  // e.error. Fails only where a Checkpoint does or the race was cancelled.
+  absl::Status TimeSample(Entrant& e, int round, const GemmArgs& args, MeasureReport* report);
+  // The extra rounds of a close race (options_.extend), after the results were
+  // written: updates the extended candidates' results and the race's samples.
+  absl::Status ExtendCloseRace(std::vector<Entrant>& entrants, const Operands& ops,
+                               MeasureReport* report);
+  // An entrant's result from its samples so far: timed (median, spread, count,
+  // why it stopped early), or the error its run or timer met.
+  static void WriteResult(Entrant& e);
+  // Widens the report's SM clock range by the clock now (where the backend reads it).
+  void ReadClock(MeasureReport* report);
   // After the race, the claims deferred in phase 2: checked where the candidate's
   // median is within hopeless_factor of the best's; else recorded as not checked,
   // and the candidate as nondeterministic. Fails only where a Checkpoint does.

@@ -100,6 +100,7 @@ Decision Decide(const std::vector<CandidateResult>& results, Determinism require
     inc_kind = "tier default";
   }
 
+  d.incumbent = inc->name;
   if (inc == fastest) {
     d.winner = fastest->name;
     d.winner_version = fastest->version;
@@ -146,6 +147,24 @@ Decision Decide(const std::vector<CandidateResult>& results, Determinism require
                           f.method, "margin ", Pct(f.margin), f.bound, " within", f.noise_text,
                           "; the ", inc_kind, " stays");
   return d;
+}
+
+std::vector<std::string> UnsettledPair(const std::vector<CandidateResult>& results,
+                                       Determinism required,
+                                       const std::optional<std::string>& incumbent,
+                                       const NoisePolicy& noise, const RaceSamples& samples) {
+  const Decision d = Decide(results, required, incumbent, noise, &samples);
+  if (d.winner.empty() || d.winner != d.incumbent) return {};
+  const CandidateResult* fastest = nullptr;
+  for (const CandidateResult& r : results) {
+    if (!Meets(r, required) || !r.timed()) continue;
+    if (fastest == nullptr || r.median_seconds < fastest->median_seconds) fastest = &r;
+  }
+  if (fastest == nullptr || fastest->name == d.incumbent) return {};
+  const PairedRatio paired = samples.Compare(d.incumbent, fastest->name);
+  if (paired.pairs == 0 || paired.pairs < samples.min_pairs()) return {};
+  if (paired.median - 1.0 <= noise.noise_floor) return {};
+  return {d.incumbent, fastest->name};
 }
 
 }  // namespace arbiter

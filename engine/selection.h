@@ -59,6 +59,7 @@ struct Decision {
   std::string winner;  // empty when nothing passed
   int winner_version = 0;
   std::string reason;
+  std::string incumbent;  // the incumbent it decided against (empty when nothing passed)
 };
 
 // The tier default, the one order used where nothing measured decides: among
@@ -82,5 +83,16 @@ auto TierDefault(const Candidates& candidates, Allowed allowed, TierOf tier) {
 Decision Decide(const std::vector<CandidateResult>& results, Determinism required,
                 const std::optional<std::string>& incumbent, const NoisePolicy& noise,
                 const RaceSamples* samples = nullptr);
+
+// Where a race is close enough that more rounds should decide it: Decide (on
+// `samples`) leaves the incumbent because the fastest by median was not
+// separated, yet the two were paired in at least min_pairs rounds and the median
+// of their per-round ratios puts the fastest ahead by more than the noise floor.
+// Returns {incumbent, fastest} then; empty otherwise (no coin flip is ever
+// settled by the median alone: with no more rounds, the incumbent stays).
+std::vector<std::string> UnsettledPair(const std::vector<CandidateResult>& results,
+                                       Determinism required,
+                                       const std::optional<std::string>& incumbent,
+                                       const NoisePolicy& noise, const RaceSamples& samples);
 
 }  // namespace arbiter

@@ -609,11 +609,24 @@ absl::StatusOr<Verdict> Tuner::RaceAt(const std::shared_ptr<Job>& job,
     job->stopped = true;
     return true;
   };
+  // A close race against the incumbent gets more rounds before it is decided
+  // (MeasureOptions::extend; selection.h's UnsettledPair says which are close).
+  MeasureOptions timed = measure;
+  timed.extend = [&](const std::vector<Measurement>& ms, const RaceSamples& samples) {
+    std::vector<CandidateResult> results;  // in registration order, as Decide gets them below
+    for (const RegisteredCandidate* c : eligible) {
+      for (const Measurement& m : ms) {
+        if (m.result.name == c->spec.name) results.push_back(m.result);
+      }
+    }
+    return UnsettledPair(results, Determinism::kNondeterministic, incumbent, options_.noise,
+                         samples);
+  };
   MeasureReport report;
   {
     ASSIGN_OR_RETURN(StreamPool::Lease stream, streams_.Acquire(/*bounded=*/false, context));
     Hooks hooks(*this, job, stream, context);
-    Measurer measurer(backend_, *stream, measure, &hooks);
+    Measurer measurer(backend_, *stream, timed, &hooks);
     absl::StatusOr<MeasureReport> m = measurer.Race(p, order);
     hooks.Finished();
     // A fault in the last candidate's runs shows here, with the journal still naming it.
@@ -682,6 +695,9 @@ absl::StatusOr<Verdict> Tuner::RaceAt(const std::shared_ptr<Job>& job,
   v.winner_version = d.winner_version;
   v.source = VerdictSource::kMeasured;
   v.reason = d.reason;
+  if (const std::string close = report.extension.ToString(); !close.empty()) {
+    absl::StrAppend(&v.reason, "; close race: ", close);
+  }
   if (v.sm_clock_max_mhz > 0) {
     // Kept in the reason, which every store persists, so the listing shows it.
     absl::StrAppend(&v.reason, absl::StrFormat("; SM clock %.0f-%.0f MHz while timing",

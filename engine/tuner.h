@@ -241,7 +241,9 @@ class Tuner {
   absl::Status Split(const std::shared_ptr<Job>& job, const Verdict& bucket, const Verdict& raced);
   // Races `racers` (some of `eligible`) at the job's shape on a leased stream,
   // with the journal, watchdog and checkpoints, under `measure`, and decides
-  // against `incumbent` (on the race's paired samples, selection.h); every other
+  // against `incumbent` (on the race's paired samples, selection.h) - after more
+  // rounds of the two where the race against it is close (UnsettledPair, within
+  // measure's device budget; the reason says so); every other
   // eligible candidate is listed unmeasured with `not_raced`'s reason. `samples`
   // (may be null) receives the race's samples, for a caller that decides again on
   // them. Quarantines disproved claims; stores nothing. UNAVAILABLE after a fault.

@@ -197,6 +197,28 @@ absl::Status ValidateOptions(const DaemonOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("refine-after: expected >= 0, got ", a.refine.hot_after));
   }
+  if (a.refine.max_leaders < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refine-entrants: expected >= 1 (the bucket's winner races), got ", a.refine.max_leaders));
+  }
+  if (a.refine.max_tile_entrants < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refine-tile-entrants: expected >= 0, got ", a.refine.max_tile_entrants));
+  }
+  if (!(a.refine.leader_margin >= 0 && a.refine.leader_margin < 1e6)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refine-leader-margin: expected a finite value >= 0, got ", a.refine.leader_margin));
+  }
+  if (!(a.refine.device_budget_seconds > 0 && a.refine.device_budget_seconds < 1e6)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refine-device-budget-seconds: expected a finite value > 0, got ",
+                     a.refine.device_budget_seconds));
+  }
+  if (!(a.measure.extend_rounds >= 0 && a.measure.extend_rounds <= 10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("close-race-rounds: expected 0..10 (times a race's rounds), got ",
+                     a.measure.extend_rounds));
+  }
   if (!(o.health_poll_seconds > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("health-poll-seconds: expected > 0, got ",
                                                    o.health_poll_seconds));

@@ -254,10 +254,13 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
     const DispatchStages& s = result.stages;
     const double handler =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count();
-    options_.metrics->ObserveStage(
-        DispatchStage::kPrepare,
-        std::max(0.0, handler - s.h2d_seconds - s.kernel_seconds - s.d2h_seconds));
+    const double device_side =
+        s.lease_seconds + s.h2d_seconds + s.launch_seconds + s.kernel_seconds + s.d2h_seconds;
+    options_.metrics->ObserveStage(DispatchStage::kPrepare, std::max(0.0, handler - device_side));
+    options_.metrics->ObserveStage(DispatchStage::kLease, s.lease_seconds);
+    // Operands named by reference cross no bus: no h2d or d2h to record.
     if (s.h2d_seconds > 0) options_.metrics->ObserveStage(DispatchStage::kH2D, s.h2d_seconds);
+    options_.metrics->ObserveStage(DispatchStage::kLaunch, s.launch_seconds);
     options_.metrics->ObserveStage(DispatchStage::kKernel, s.kernel_seconds);
     if (s.d2h_seconds > 0) options_.metrics->ObserveStage(DispatchStage::kD2H, s.d2h_seconds);
   }

@@ -105,6 +105,22 @@ ABSL_FLAG(double, noise_floor, Defaults().arbiter.noise.noise_floor,
 ABSL_FLAG(int64_t, refine_after, Defaults().arbiter.refine.hot_after,
           "a shape served this many times from figures measured at another shape of its bucket "
           "gets a verdict of its own, measured in the background; 0: only when named by tune");
+ABSL_FLAG(int, refine_entrants, Defaults().arbiter.refine.max_leaders,
+          "a refinement races at most this many of the bucket's winner and the candidates within "
+          "--refine-leader-margin of it (the fastest at each stricter determinism level on top)");
+ABSL_FLAG(double, refine_leader_margin, Defaults().arbiter.refine.leader_margin,
+          "a candidate whose median in the bucket's race is within this fraction of the winner's "
+          "is a leader, raced by the bucket's refinements");
+ABSL_FLAG(int, refine_tile_entrants, Defaults().arbiter.refine.max_tile_entrants,
+          "at most this many candidates whose declared tile fills the refined shape differently "
+          "race a refinement on top of the leaders");
+ABSL_FLAG(double, refine_device_budget_seconds, Defaults().arbiter.refine.device_budget_seconds,
+          "device time of a refinement race's timed samples at most (a close race's extra rounds "
+          "included)");
+ABSL_FLAG(double, close_race_rounds, Defaults().arbiter.measure.extend_rounds,
+          "a race whose fastest is ahead of the incumbent by median but not separated from it is "
+          "timed again, those two alone, for up to this many times its rounds, within its device "
+          "budget; 0: never");
 ABSL_FLAG(std::string, admin_token_file, Defaults().admin_token_file,
           "file holding the bearer token Admin calls must carry; without it, loopback listeners only");
 ABSL_FLAG(std::string, tls_cert, Defaults().tls.cert_file,
@@ -158,6 +174,11 @@ DaemonOptions OptionsFromFlags() {
   options.arbiter.noise.noise_multiple = absl::GetFlag(FLAGS_noise_multiple);
   options.arbiter.noise.noise_floor = absl::GetFlag(FLAGS_noise_floor);
   options.arbiter.refine.hot_after = absl::GetFlag(FLAGS_refine_after);
+  options.arbiter.refine.max_leaders = absl::GetFlag(FLAGS_refine_entrants);
+  options.arbiter.refine.leader_margin = absl::GetFlag(FLAGS_refine_leader_margin);
+  options.arbiter.refine.max_tile_entrants = absl::GetFlag(FLAGS_refine_tile_entrants);
+  options.arbiter.refine.device_budget_seconds = absl::GetFlag(FLAGS_refine_device_budget_seconds);
+  options.arbiter.measure.extend_rounds = absl::GetFlag(FLAGS_close_race_rounds);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.arbiter.limits.max_operand_bytes = absl::GetFlag(FLAGS_max_operand_bytes);
   options.arbiter.regions.max_regions_per_peer = absl::GetFlag(FLAGS_max_regions_per_peer);

@@ -172,7 +172,9 @@ const char* DispatchStageName(DispatchStage stage) {
   switch (stage) {
     case DispatchStage::kReceive: return "receive";
     case DispatchStage::kPrepare: return "prepare";
+    case DispatchStage::kLease: return "lease";
     case DispatchStage::kH2D: return "h2d";
+    case DispatchStage::kLaunch: return "launch";
     case DispatchStage::kKernel: return "kernel";
     case DispatchStage::kD2H: return "d2h";
     case DispatchStage::kSend: return "send";
@@ -250,12 +252,13 @@ Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
   };
   auto& stages = prometheus::BuildHistogram()
       .Name("arbiter_dispatch_stage_seconds")
-      .Help("Host wall time of each stage of successful Matmuls: receive (arrival to request parsed), "
-            "prepare (checks, selection, waiting for a device stream, buffers), h2d, kernel, d2h, "
+      .Help("Host wall time of each stage of successful Matmuls, none overlapping another: "
+            "receive (arrival to request received), prepare (parsing, checks, region lookups, "
+            "selection, buffers, the response's fields), lease (waiting for a device stream), h2d, "
+            "launch (the kernel enqueued), kernel (enqueued to its end seen), d2h, "
             "send (reply serialized and sent)")
       .Register(r);
-  for (DispatchStage stage : {DispatchStage::kReceive, DispatchStage::kPrepare, DispatchStage::kH2D, DispatchStage::kKernel,
-                              DispatchStage::kD2H, DispatchStage::kSend}) {
+  for (DispatchStage stage : kDispatchStages) {
     stage_seconds_[static_cast<int>(stage)] =
         &stages.Add({{"stage", DispatchStageName(stage)}}, StageBuckets());
   }

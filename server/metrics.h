@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -78,16 +79,26 @@ struct MetricsState {
   std::optional<int64_t> sessions;                // fd socket sessions open
 };
 
-// The stages of one Matmul, for arbiter_dispatch_stage_seconds{stage}.
+// The stages of one Matmul, for arbiter_dispatch_stage_seconds{stage}: in the
+// order they happen, none overlapping another, together the daemon's time from
+// the call's arrival to its status sent.
 enum class DispatchStage {
   kReceive,  // "receive": the call's arrival to its request's bytes all received
-  kPrepare,  // "prepare": the rest of the handler - parsing the small fields, checks, selection,
-             // a device stream, buffers
+  kPrepare,  // "prepare": the rest of the handler - parsing the small fields, checks, region and
+             // tensor lookups, selection, buffers, the response's fields
+  kLease,    // "lease": waiting for a device stream (the bounded queue)
   kH2D,      // "h2d": inline operands gathered from the received bytes to the device
-  kKernel,   // "kernel": the kernel enqueued until it ended (host view)
+  kLaunch,   // "launch": the kernel enqueued - the wait on the client's event (if any), the
+             // device timer's events and the candidate's launch call(s), on the host
+  kKernel,   // "kernel": from the kernel enqueued to its end seen by the host (the one wait
+             // for the device; C is complete there after it)
   kD2H,      // "d2h": C copied back for an inline reply
   kSend,     // "send": the reply serialized and sent
 };
+inline constexpr DispatchStage kDispatchStages[] = {
+    DispatchStage::kReceive, DispatchStage::kPrepare, DispatchStage::kLease,
+    DispatchStage::kH2D,     DispatchStage::kLaunch,  DispatchStage::kKernel,
+    DispatchStage::kD2H,     DispatchStage::kSend};
 const char* DispatchStageName(DispatchStage stage);
 
 class Metrics : public ArbiterObserver {
@@ -216,7 +227,7 @@ class Metrics : public ArbiterObserver {
   prometheus::Gauge* store_up_ = nullptr;
   prometheus::Gauge* store_pending_writes_ = nullptr;
   prometheus::Gauge* serving_ = nullptr;
-  prometheus::Histogram* stage_seconds_[6] = {};  // by DispatchStage
+  prometheus::Histogram* stage_seconds_[std::size(kDispatchStages)] = {};  // by DispatchStage
   prometheus::Gauge* regions_ = nullptr;
   prometheus::Gauge* region_bytes_ = nullptr;
   prometheus::Gauge* tensors_ = nullptr;

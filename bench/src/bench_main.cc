@@ -522,6 +522,11 @@ int main(int argc, char** argv) {
     const std::vector<double> after = Column(*transfer, "regret_after");
     const int within = static_cast<int>(
         std::count_if(after.begin(), after.end(), [](double r) { return r <= 1.03; }));
+    // Round by round: a miss beyond the noise is one whose lower bound is over 1.03.
+    const std::vector<double> paired = Column(*transfer, "regret_after_paired");
+    const std::vector<double> low = Column(*transfer, "regret_after_low");
+    const int misses =
+        static_cast<int>(std::count_if(low.begin(), low.end(), [](double r) { return r > 1.03; }));
     // Refinement cost per shape, at dims <= 4096 (the goal) and overall.
     std::vector<double> device_small, wall_small, device_all, wall_all;
     const std::vector<std::string>& cols = transfer->columns();
@@ -553,6 +558,10 @@ int main(int argc, char** argv) {
                  absl::StrCat(Fixed(GeoMean(after), 3), ", ", Fixed(Max(after), 3))});
     summary.Add({"transfer: after refinement, shapes within 1.03 of best",
                  absl::StrCat(within, " of ", after.size())});
+    summary.Add({"transfer: after refinement, paired served / best (geomean, worst)",
+                 absl::StrCat(Fixed(GeoMean(paired), 3), ", ", Fixed(Max(paired), 3))});
+    summary.Add({"transfer: after refinement, misses beyond the noise (paired lower bound > 1.03)",
+                 absl::StrCat(misses, " of ", low.size())});
     summary.Add({"transfer: refinement device ms per shape, dims <= 4096 (median, worst)",
                  median_worst(device_small, 2)});
     summary.Add({"transfer: refinement wall ms per shape, dims <= 4096 (median, worst)",
@@ -620,7 +629,11 @@ int main(int argc, char** argv) {
             "bucket verdict's leaders and tile entrants, which may split the bucket - and "
             "served again "
             "(`served_after`, from the verdict `scope_after`; `regret_after` against the same "
-            "best). `refine_device_s` is the device time of the refinement's timed samples "
+            "best; `regret_after_paired` the median per-round ratio of the two timed "
+            "round by round in a race of their own, between `regret_after_low` and "
+            "`regret_after_high`, the sign test's 95% bounds: a miss beyond the noise has its "
+            "lower bound over 1.03). "
+            "`refine_device_s` is the device time of the refinement's timed samples "
             "(a split takes the refinement's race), `refine_wall_s` the wall time of the tune "
             "(setup, oracle and determinism checks included). `best_raced` says whether the "
             "best was among the refinement's entrants; transfer.csv also holds the entrants "
@@ -628,7 +641,8 @@ int main(int argc, char** argv) {
             "reason (`refine_reason`).\n\n"
          << transfer->Markdown({"origin", "dtype", "measured_at", "served_at", "served_before",
                                 "best", "regret_before", "served_after", "scope_after",
-                                "regret_after", "refine_races", "refine_device_s",
+                                "regret_after", "regret_after_paired", "regret_after_low",
+                                "regret_after_high", "refine_races", "refine_device_s",
                                 "refine_wall_s", "best_raced"})
          << "\n";
   }
@@ -641,19 +655,36 @@ int main(int argc, char** argv) {
                                       "inprocess_s", "e2e_vs_inprocess", "daemon_device_s"})
          << "\nWhere those Matmuls' time went: the daemon's stages (means over the timed calls, "
          << "from its arbiter_dispatch_stage_seconds histogram: receive = arrival to the request's "
-         << "bytes received, prepare = parsing its small fields, checks, selection, a device stream "
-         << "and buffers, h2d = operands gathered from the received bytes to the device, d2h = C "
-         << "copied back, kernel = host view of the launch, send = reply sent) and the rest of the "
-         << "end to end (the client's serialize and parse, bytes in flight):\n\n"
+         << "bytes received, prepare = parsing its small fields, checks, region lookups, selection, "
+         << "buffers and the response's fields, lease = waiting for a device stream, h2d = operands "
+         << "gathered from the received bytes to the device, launch = the kernel enqueued (host), "
+         << "kernel = from enqueued to its end seen by the host, d2h = C copied back, send = reply "
+         << "sent) and the rest of the end to end (the client's serialize and parse, bytes in "
+         << "flight, wake-ups):\n\n"
          << service->matmul.Markdown({"transport", "dtype", "n", "e2e_s", "receive_s", "prepare_s",
-                                      "h2d_s", "kernel_s", "d2h_s", "send_s",
+                                      "lease_s", "h2d_s", "launch_s", "kernel_s", "d2h_s", "send_s",
                                       "client_and_wire_s"})
          << "\n";
     if (!service->zero_copy.rows().empty()) {
       page << "Matmul on zero-copy operands (A, B and C in a region of the daemon's device memory, "
            << "on the unix socket; C checked against the reference first) against the kernel's "
            << "device time plus twice the empty RPC's p50 there:\n\n"
-           << service->zero_copy.Markdown() << "\n";
+           << service->zero_copy.Markdown({"transport", "path", "dtype", "n", "candidate", "e2e_s",
+                                           "daemon_device_s", "empty_rpc_p50_s", "target_s",
+                                           "e2e_vs_target", "polling_e2e_s",
+                                           "polling_empty_rpc_p50_s", "polling_e2e_vs_target",
+                                           "polling_idle_empty_rpc_s"})
+           << "\nWhere the blocking client's zero-copy calls went, by the same stages (launch + "
+           << "kernel against daemon_device_s is how late the host saw the kernel end; "
+           << "client_and_wire_s is everything outside the daemon). A polling client never sleeps "
+           << "waiting for its reply: what it saves is the client's own wake-up; "
+           << "polling_idle_empty_rpc_s is its empty RPC after idling as long as the kernel, "
+           << "so daemon_device_s + polling_idle_empty_rpc_s is what the zero-copy path costs "
+           << "if it adds nothing to an RPC.\n\n"
+           << service->zero_copy.Markdown({"n", "e2e_s", "daemon_device_s", "receive_s",
+                                           "prepare_s", "lease_s", "launch_s", "kernel_s", "send_s",
+                                           "client_and_wire_s"})
+           << "\n";
     }
     if (!service->wire.rows().empty()) {
       page << "The bytes path's wire alone: f32 1 x 1 x K Matmuls (A and B each half the request, "

@@ -19,12 +19,17 @@
 #include <thread>
 #include <utility>
 
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/security/credentials.h>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bench/src/sections.h"
 #include "client/arbiter_client.h"
 #include "client/device_operands.h"
 #include "client/matmul_check.h"
+#include "client/session.h"
 #include "client/shared_memory.h"
 #include "engine/measurer.h"
 
@@ -142,8 +147,19 @@ absl::StatusOr<StageTotals> ScrapeStages(int port) {
   return totals;
 }
 
-// The stages' order in the tables, as the daemon names them.
-constexpr const char* kStages[] = {"receive", "prepare", "h2d", "kernel", "d2h", "send"};
+// One stage's seconds between two scrapes, and how many calls it recorded.
+std::pair<double, double> StageDelta(const StageTotals& before, const StageTotals& after,
+                                     const std::string& stage) {
+  const auto b = before.find(stage);
+  const auto a = after.find(stage);
+  if (a == after.end()) return {0, 0};
+  return {a->second.first - (b == before.end() ? 0 : b->second.first),
+          a->second.second - (b == before.end() ? 0 : b->second.second)};
+}
+
+// The stages' order in the tables, as the daemon names them (server/metrics.h).
+constexpr const char* kStages[] = {"receive", "prepare", "lease", "h2d",
+                                   "launch",  "kernel",  "d2h",   "send"};
 
 v1::DType WireDType(DType d) { return static_cast<v1::DType>(static_cast<int>(d)); }
 
@@ -287,17 +303,91 @@ absl::StatusOr<double> EmptyRpcP50(client::ArbiterClient& client, int calls) {
   return Quantile(lat, 0.5);
 }
 
+// A client that never sleeps waiting for its reply: its own channel, each call
+// started on a completion queue that it polls without blocking until the call
+// is done. ArbiterClient's calls block, so its thread sleeps for the whole call
+// and is woken when the reply arrives; set side by side, the two say how much
+// of an end to end is the client's own wake-up rather than the daemon's work.
+class PollingClient {
+ public:
+  // `session`: the token of the session whose regions the calls name ("": none).
+  PollingClient(const std::string& server, std::string session)
+      : channel_(Channel(server)), stub_(channel_), session_(std::move(session)) {}
+
+  grpc::Status Matmul(const v1::MatmulRequest& request, v1::MatmulResponse* response) {
+    grpc::ByteBuffer reply;
+    const std::string bytes = request.SerializeAsString();
+    grpc::Slice slice(bytes);
+    grpc::Status status = Call("/arbiter.v1.Dispatch/Matmul", grpc::ByteBuffer(&slice, 1), &reply);
+    if (!status.ok()) return status;
+    std::vector<grpc::Slice> slices;
+    std::string parsed;
+    if (!reply.Dump(&slices).ok()) return grpc::Status(grpc::StatusCode::INTERNAL, "unreadable reply");
+    for (const grpc::Slice& s : slices) parsed.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    if (!response->ParseFromString(parsed)) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, "the reply is not a MatmulResponse");
+    }
+    return grpc::Status::OK;
+  }
+  // grpc.health.v1 Check of the server as a whole (an empty request).
+  grpc::Status Health() {
+    grpc::ByteBuffer reply;
+    grpc::Slice empty;
+    return Call("/grpc.health.v1.Health/Check", grpc::ByteBuffer(&empty, 1), &reply);
+  }
+
+ private:
+  static std::shared_ptr<grpc::Channel> Channel(const std::string& server) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args);
+  }
+  grpc::Status Call(const std::string& method, const grpc::ByteBuffer& request,
+                    grpc::ByteBuffer* reply) {
+    grpc::ClientContext context;
+    if (!session_.empty()) context.AddMetadata(client::kSessionMetadata, session_);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+        stub_.PrepareUnaryCall(&context, method, request, &cq_);
+    call->StartCall();
+    grpc::Status status;
+    call->Finish(reply, &status, this);
+    void* tag = nullptr;
+    bool ok = false;
+    // Polled, never waited on: a zero deadline returns at once when nothing is ready.
+    while (cq_.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC)) !=
+           grpc::CompletionQueue::GOT_EVENT) {
+    }
+    return status;
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
+  grpc::GenericStub stub_;
+  grpc::CompletionQueue cq_;
+  const std::string session_;
+};
+
 struct ZeroCopyRun {
   std::string kind, candidate;
   double e2e_s = 0, device_s = 0;
+  double polling_e2e_s = 0;  // the same calls from a PollingClient
+  // The PollingClient's empty RPC, each after the client spun for the kernel's
+  // device time: the daemon's threads sat idle as long as during a Matmul, so
+  // what they take to wake is in it too.
+  double polling_idle_empty_s = 0;
+  // The daemon's stages of the timed (blocking) calls, in kStages' order: the
+  // mean of each over the calls that recorded it; -1 where none did.
+  std::vector<double> stages;
 };
 
 // Matmul on A, B and C in one region of the daemon's device memory (the
 // client's session must be open): operands written once, C checked against the
 // reference on the first call, then `repeats` timed calls.
-absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl,
-                                           const v1::ServerInfoResponse& info, const Problem& p,
-                                           const std::vector<uint8_t>& a,
+// The stages' deltas between two scrapes come from the histogram's sums and
+// counts; `polling` makes the same timed calls again from a PollingClient.
+absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl, PollingClient& polling,
+                                           int metrics_port, const v1::ServerInfoResponse& info,
+                                           const Problem& p, const std::vector<uint8_t>& a,
                                            const std::vector<uint8_t>& b, int repeats) {
   v1::MatmulRequest req;
   *req.mutable_problem() = WireProblem(p);
@@ -321,8 +411,17 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl,
   ZeroCopyRun run;
   run.kind = memory->kind_name();
   absl::Status status = absl::OkStatus();
-  std::vector<double> e2e, device;
+  std::vector<double> e2e, device, polled;
+  StageTotals before, after;
   for (int i = 0; i <= repeats && status.ok(); ++i) {  // the first is checked, not timed
+    if (i == 1) {
+      absl::StatusOr<StageTotals> scraped = ScrapeStages(metrics_port);
+      if (!scraped.ok()) {
+        status = scraped.status();
+        break;
+      }
+      before = *std::move(scraped);
+    }
     v1::MatmulResponse resp;
     const Clock::time_point t0 = Clock::now();
     if (grpc::Status s = ctl.Matmul(req, &resp); !s.ok()) {
@@ -344,21 +443,50 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl,
     e2e.push_back(seconds);
     device.push_back(resp.device_seconds());
   }
+  // The send stage is recorded once gRPC is done with a call, which may be just
+  // after its reply arrived: up to 5 s for the last one's.
+  for (int poll = 0; poll < 500 && status.ok(); ++poll) {
+    absl::StatusOr<StageTotals> scraped = ScrapeStages(metrics_port);
+    if (!scraped.ok()) {
+      status = scraped.status();
+      break;
+    }
+    after = *std::move(scraped);
+    if (StageDelta(before, after, "send").second >= repeats) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a bench's poll, not a test's
+  }
+  for (int i = 0; i < repeats && status.ok(); ++i) {
+    v1::MatmulResponse resp;
+    const Clock::time_point t0 = Clock::now();
+    if (grpc::Status s = polling.Matmul(req, &resp); !s.ok()) {
+      status = absl::UnavailableError(
+          absl::StrCat("zero-copy Matmul ", p.ToString(), " (polling client): ", s.error_message()));
+      break;
+    }
+    polled.push_back(Since(t0));
+  }
   ctl.UnregisterRegion(region.id());  // the session's end would release it too
   RETURN_IF_ERROR(status);
   run.e2e_s = Summarize(e2e).median;
   run.device_s = Summarize(device).median;
+  run.polling_e2e_s = Summarize(polled).median;
+  std::vector<double> idle_empty;
+  for (int i = 0; i < 50; ++i) {
+    const Clock::time_point idle = Clock::now();
+    while (Since(idle) < run.device_s) {
+    }  // spinning, as the polling client does during a Matmul
+    const Clock::time_point t0 = Clock::now();
+    if (grpc::Status s = polling.Health(); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat("empty RPC (polling client): ", s.error_message()));
+    }
+    idle_empty.push_back(Since(t0));
+  }
+  run.polling_idle_empty_s = Quantile(idle_empty, 0.5);
+  for (const char* stage : kStages) {
+    const auto [seconds, calls] = StageDelta(before, after, stage);
+    run.stages.push_back(calls > 0 ? seconds / calls : -1);
+  }
   return run;
-}
-
-// One stage's seconds between two scrapes, and how many calls it recorded.
-std::pair<double, double> StageDelta(const StageTotals& before, const StageTotals& after,
-                                     const std::string& stage) {
-  const auto b = before.find(stage);
-  const auto a = after.find(stage);
-  if (a == after.end()) return {0, 0};
-  return {a->second.first - (b == before.end() ? 0 : b->second.first),
-          a->second.second - (b == before.end() ? 0 : b->second.second)};
 }
 
 // The bytes path's wire alone, `o.wire_mib` request sizes on `ctl`: f32 1 x 1 x K
@@ -437,16 +565,29 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
   // The daemon's stages are means over the timed calls; client_and_wire_s is
   // the rest of the median end to end: the client's serialize and parse, and
   // the bytes in flight both ways.
-  out.matmul = Table({"transport", "path", "dtype", "n", "candidate", "e2e_s", "inprocess_s",
-                      "e2e_vs_inprocess", "daemon_device_s", "receive_s", "prepare_s", "h2d_s",
-                      "kernel_s", "d2h_s", "send_s", "client_and_wire_s"});
-  out.zero_copy = Table({"transport", "path", "dtype", "n", "candidate", "e2e_s", "daemon_device_s",
-                         "empty_rpc_p50_s", "target_s", "e2e_vs_target"});
+  std::vector<std::string> stage_columns;
+  for (const char* stage : kStages) stage_columns.push_back(absl::StrCat(stage, "_s"));
+  auto columns = [&](std::vector<std::string> head, std::vector<std::string> tail) {
+    head.insert(head.end(), stage_columns.begin(), stage_columns.end());
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  out.matmul = Table(columns({"transport", "path", "dtype", "n", "candidate", "e2e_s", "inprocess_s",
+                              "e2e_vs_inprocess", "daemon_device_s"},
+                             {"client_and_wire_s"}));
+  // The same stages for the blocking client's timed calls, then what a client
+  // that polls for its reply instead of sleeping sees: its end to end and
+  // empty-RPC p50, the ratio to its own target, and its empty RPC after the
+  // daemon sat idle for the kernel's time (the wake-ups an RPC pays then).
+  out.zero_copy = Table(columns({"transport", "path", "dtype", "n", "candidate", "e2e_s",
+                                 "daemon_device_s", "empty_rpc_p50_s", "target_s", "e2e_vs_target"},
+                                {"client_and_wire_s", "polling_e2e_s", "polling_empty_rpc_p50_s",
+                                 "polling_e2e_vs_target", "polling_idle_empty_rpc_s"}));
   // receive_gb_per_s: the request's bytes over the median receive stage; then
   // each stage's median, and the rest of the median end to end.
-  out.wire = Table({"transport", "request_mib", "calls", "e2e_min_s", "e2e_median_s", "receive_min_s",
-                    "receive_gb_per_s", "receive_s", "prepare_s", "h2d_s", "kernel_s", "d2h_s",
-                    "send_s", "client_and_wire_s"});
+  out.wire = Table(columns({"transport", "request_mib", "calls", "e2e_min_s", "e2e_median_s",
+                            "receive_min_s", "receive_gb_per_s"},
+                           {"client_and_wire_s"}));
   const Problem select_problem{o.dtype, 256, 256, 256};
   struct Transport {
     std::string name, listen, target;
@@ -566,15 +707,40 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
         return absl::UnavailableError(absl::StrCat("OpenSession: ", s.error_message()));
       }
       ASSIGN_OR_RETURN(const double empty_p50, EmptyRpcP50(ctl, 200));
+      PollingClient polling(t.target, ctl.session()->token());
+      std::vector<double> polled_empty;
+      for (int i = 0; i < 200; ++i) {
+        const Clock::time_point t0 = Clock::now();
+        if (grpc::Status s = polling.Health(); !s.ok()) {
+          return absl::UnavailableError(absl::StrCat("empty RPC (polling client): ", s.error_message()));
+        }
+        polled_empty.push_back(Since(t0));
+      }
+      const double polling_empty_p50 = Quantile(polled_empty, 0.5);
       for (const auto& [p, a, b] : zero_copy_sizes) {
-        ASSIGN_OR_RETURN(const ZeroCopyRun run, ZeroCopyMatmul(ctl, info, p, a, b, o.matmul_repeats));
+        ASSIGN_OR_RETURN(const ZeroCopyRun run, ZeroCopyMatmul(ctl, polling, metrics_port, info, p,
+                                                               a, b, o.matmul_repeats));
         const double target = run.device_s + 2 * empty_p50;
-        out.zero_copy.Add({t.name, absl::StrCat("zero-copy ", run.kind), DTypeName(p.dtype),
-                           absl::StrCat(p.n), run.candidate, Sci(run.e2e_s), Sci(run.device_s),
-                           Sci(empty_p50), Sci(target), Fixed(run.e2e_s / target, 3)});
+        const double polling_target = run.device_s + 2 * polling_empty_p50;
+        std::vector<std::string> row = {t.name, absl::StrCat("zero-copy ", run.kind),
+                                        DTypeName(p.dtype), absl::StrCat(p.n), run.candidate,
+                                        Sci(run.e2e_s), Sci(run.device_s), Sci(empty_p50),
+                                        Sci(target), Fixed(run.e2e_s / target, 3)};
+        double daemon = 0;
+        for (double stage : run.stages) {
+          row.push_back(stage < 0 ? "" : Sci(stage));
+          daemon += std::max(0.0, stage);
+        }
+        row.push_back(Sci(std::max(0.0, run.e2e_s - daemon)));
+        row.push_back(Sci(run.polling_e2e_s));
+        row.push_back(Sci(polling_empty_p50));
+        row.push_back(Fixed(run.polling_e2e_s / polling_target, 3));
+        row.push_back(Sci(run.polling_idle_empty_s));
+        out.zero_copy.Add(row);
         if (o.verbose) {
           std::cerr << "service " << t.name << " zero-copy matmul " << p << ": "
-                    << Fixed(run.e2e_s / target, 2) << "x the target\n";
+                    << Fixed(run.e2e_s / target, 2) << "x the target ("
+                    << Fixed(run.polling_e2e_s / polling_target, 2) << "x from a polling client)\n";
         }
       }
     }

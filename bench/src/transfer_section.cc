@@ -22,6 +22,24 @@ struct Before {
   Exhaustive exhaustive;
 };
 
+// `served` against `best` at `q`, timed round by round in a race of the two
+// alone (the engine's Measurer: oracle, claims, then interleaved cold samples),
+// every round counted: both are timed max_samples times whatever their spread.
+absl::StatusOr<PairedRatio> RacePair(BenchDevice& dev, const Problem& q, const std::string& served,
+                                     const std::string& best, MeasureOptions measure) {
+  std::vector<const RegisteredCandidate*> two;
+  for (const RegisteredCandidate* c : Covering(dev, q)) {
+    if (c->spec.name == served || c->spec.name == best) two.push_back(c);
+  }
+  if (two.size() != 2) {
+    return absl::NotFoundError(absl::StrCat(served, " or ", best, " does not cover ", q.ToString()));
+  }
+  measure.min_samples = measure.max_samples;
+  Measurer measurer(*dev.backend, *dev.stream, measure);
+  ASSIGN_OR_RETURN(MeasureReport report, measurer.Race(q, two));
+  return report.samples.Compare(served, best);
+}
+
 }  // namespace
 
 void TuningTally::OnTuning(const Problem&, const Verdict& v, double wall_seconds) {
@@ -78,7 +96,8 @@ absl::StatusOr<Table> RunTransfer(BenchDevice& dev, Arbiter& engine, TuningTally
   const Clock::time_point start = Clock::now();
   Table out({"origin", "dtype", "bucket", "measured_at", "served_at", "served_before", "best",
              "t_best_s", "t_before_s", "regret_before", "served_after", "scope_after",
-             "t_after_s", "regret_after", "refine_races", "refine_device_s", "refine_wall_s",
+             "t_after_s", "regret_after", "regret_after_paired", "regret_after_low",
+             "regret_after_high", "paired_rounds", "refine_races", "refine_device_s", "refine_wall_s",
              "max_dim", "best_raced", "refine_entrants", "refine_reason"});
   for (const TransferGroup& g : groups) {
     const std::string label = absl::StrCat("transfer ", g.measured.ToString());
@@ -167,11 +186,30 @@ absl::StatusOr<Table> RunTransfer(BenchDevice& dev, Arbiter& engine, TuningTally
         skipped->push_back(absl::StrCat(label, " refined at ", q.ToString(), ": ",
                                         refined.status().ToString()));
       }
+      // Noise or a miss: served_after against the best, round by round in a race
+      // of their own (the exhaustive race's medians read one draw of each).
+      std::string paired, low, high, rounds;
+      if (!after.empty() && after == e.best) {
+        paired = low = high = Fixed(1, 3);
+        rounds = "0";
+      } else if (t_after > 0) {
+        absl::StatusOr<PairedRatio> r = RacePair(dev, q, after, e.best, options.measure);
+        if (r.ok() && r->pairs > 0) {
+          paired = Fixed(r->median, 3);
+          low = Fixed(r->low, 3);
+          high = Fixed(r->high, 3);
+          rounds = absl::StrCat(r->pairs);
+        } else {
+          skipped->push_back(absl::StrCat(label, " paired at ", q.ToString(), ": ",
+                                          r.ok() ? "no round timed both" : r.status().ToString()));
+        }
+      }
       const double t_before = e.Time(b.served.candidate);
       out.Add({g.origin, DTypeName(q.dtype), BucketOf(q).ToString(), Dims(g.measured), Dims(q),
                b.served.candidate, e.best, Sci(e.best_seconds), Sci(t_before),
                Ratio(t_before, e.best_seconds), after, scope, Sci(t_after),
-               Ratio(t_after, e.best_seconds), absl::StrCat(cost.races),
+               Ratio(t_after, e.best_seconds), paired, low, high, rounds,
+               absl::StrCat(cost.races),
                Sci(cost.device_seconds), Fixed(refine_wall, 4),
                absl::StrCat(std::max({q.m, q.n, q.k})), best_raced, entrants, why});
       if (options.verbose) {

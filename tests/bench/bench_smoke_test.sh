@@ -41,6 +41,8 @@ for r in rows:
     assert r["measured_at"] != r["served_at"], r
     assert float(r["regret_before"]) >= 1.0 and float(r["regret_after"]) >= 1.0, r
     assert int(r["refine_races"]) >= 1 and r["scope_after"], r
+    # Round by round against the best, with the sign test's bounds around it.
+    assert float(r["regret_after_low"]) <= float(r["regret_after_paired"]) <= float(r["regret_after_high"]), r
 PY
 grep -q "transfer: before refinement" "$out/summary.csv" || fail "summary: no transfer before line"
 grep -q "transfer: after refinement, shapes within 1.03" "$out/summary.csv" \
@@ -54,13 +56,25 @@ grep -q "fnv1a64" "$out/method.csv" || fail "method.csv: shape list hash missing
 (( $(tail -n +2 "$out/service_matmul.csv" | wc -l) == 4 )) || fail "service_matmul.csv: want 4 rows"
 (( $(tail -n +2 "$out/service_wire.csv" | wc -l) == 2 )) || fail "service_wire.csv: want 2 rows (1 MiB on tcp and unix)"
 # The daemon's stage breakdown beside each row: its kernel stage is never blank.
-head -1 "$out/service_matmul.csv" | grep -q "receive_s,prepare_s,h2d_s,kernel_s,d2h_s,send_s" \
+head -1 "$out/service_matmul.csv" | grep -q "receive_s,prepare_s,lease_s,h2d_s,launch_s,kernel_s,d2h_s,send_s" \
   || fail "service_matmul.csv: no stage columns"
-awk -F, 'NR > 1 && $13 == "" { bad = 1 } END { exit bad }' "$out/service_matmul.csv" \
-  || fail "service_matmul.csv: a row without the daemon's kernel stage"
 # Zero-copy on the unix socket (host shared memory here), at both sizes, C checked first.
 (( $(tail -n +2 "$out/service_zero_copy.csv" | wc -l) == 2 )) || fail "service_zero_copy.csv: want 2 rows"
 grep -q "^unix,zero-copy memfd," "$out/service_zero_copy.csv" || fail "service_zero_copy.csv: no memfd rows"
+# Bytes-path rows have every device stage; zero-copy rows have the same stages but
+# no copies, and the polling client's figures.
+"$python" - "$out/service_matmul.csv" "$out/service_zero_copy.csv" <<'PY' \
+  || fail "service stage columns: a row lacks a stage it must have (or has a copy it must not)"
+import csv, sys
+for r in csv.DictReader(open(sys.argv[1])):
+    for stage in ("prepare_s", "lease_s", "h2d_s", "launch_s", "kernel_s", "d2h_s"):
+        assert r[stage] != "", (stage, r)
+for r in csv.DictReader(open(sys.argv[2])):
+    for stage in ("prepare_s", "lease_s", "launch_s", "kernel_s", "send_s", "client_and_wire_s",
+                  "polling_e2e_s", "polling_empty_rpc_p50_s", "polling_idle_empty_rpc_s"):
+        assert r[stage] != "", (stage, r)
+    assert r["h2d_s"] == "" and r["d2h_s"] == "", r
+PY
 (( $(tail -n +2 "$out/tuning.csv" | wc -l) == 1 )) || fail "tuning.csv: want 1 row"
 grep -q "served / best" "$out/stdout.txt" || fail "summary missing on stdout"
 

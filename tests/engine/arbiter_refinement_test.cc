@@ -23,6 +23,7 @@ using testing::FakeStream;
 using testing::NaiveGemm;
 using testing::OutageStore;
 using testing::ShapedKernel;
+using testing::SlowInSomeRuns;
 using testing::TimedKernel;
 
 // Refinement and splits. Bucket m(32,64]a8.n(32,64]a8.k(32,64]a8, measured at 64^3:
@@ -394,6 +395,98 @@ TEST_F(ArbiterTest, RefinementNeverServesACandidateOutsideItsCoverageOrBelowTheR
     EXPECT_NE(t->candidate, "loose") << q.ToString();
     EXPECT_NE(t->candidate, "capped") << q.ToString();
   }
+}
+
+// Close races. `vendor` (tier 3, the incumbent) takes 10us; `ours` 4% less but
+// level with it in the rounds `level` names (of every 10): with 2 of 10 level,
+// 10 rounds cannot separate it (the sign test's bound is then the 2nd smallest
+// ratio, 1.0) but 12 can (the 3rd); with 4 of 10 level, no number of rounds can.
+std::vector<CandidateSpec> Close(std::vector<int> level, double ours_at_bucket = 9.6e-6) {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("vendor", 3, ShapedKernel([](const Problem&) { return 10e-6; })));
+  c.push_back(FakeCandidate("ours", 2,
+                            SlowInSomeRuns([=](const Problem& p) {
+                              return p.m <= 48 ? 9.6e-6 : ours_at_bucket;
+                            }, 10.0 / 9.6, std::move(level))));
+  return c;
+}
+
+TEST_F(ArbiterTest, AChallengerTenRoundsCannotSeparateButMoreCanWinsAfterMoreRounds) {
+  options_.measure.min_samples = options_.measure.max_samples = 10;
+  for (double extend : {0.0, 1.0}) {
+    options_.measure.extend_rounds = extend;
+    std::filesystem::remove_all(dir_);  // a fresh store each time
+    std::filesystem::create_directories(dir_);
+    auto arbiter = Start(Close({3, 7}));
+    absl::StatusOr<Verdict> v = arbiter->Tune(p_);
+    ASSERT_TRUE(v.ok()) << v.status();
+    if (extend == 0) {
+      EXPECT_EQ(v->winner, "vendor") << "10 rounds alone do not separate it: " << v->reason;
+      EXPECT_NE(v->reason.find("not separated"), std::string::npos) << v->reason;
+      continue;
+    }
+    EXPECT_EQ(v->winner, "ours") << v->reason;
+    EXPECT_NE(v->reason.find("close race: vendor and ours timed"), std::string::npos) << v->reason;
+    EXPECT_NE(v->reason.find("settled"), std::string::npos) << v->reason;
+    EXPECT_GT(v->Result("ours")->samples, 10) << v->reason;
+    EXPECT_LE(v->Result("ours")->samples, 20) << "at most twice the rounds";
+  }
+}
+
+TEST_F(ArbiterTest, AChallengerMoreRoundsCannotSeparateLeavesTheIncumbent) {
+  // Ahead by median, level in 4 rounds of every 10: a coin flip, however long.
+  options_.measure.min_samples = options_.measure.max_samples = 10;
+  auto arbiter = Start(Close({2, 4, 6, 8}));
+  absl::StatusOr<Verdict> v = arbiter->Tune(p_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->winner, "vendor") << v->reason;
+  EXPECT_NE(v->reason.find("not separated"), std::string::npos) << v->reason;
+  EXPECT_NE(v->reason.find("close race: vendor and ours timed 10 more paired rounds"),
+            std::string::npos)
+      << v->reason;
+  EXPECT_EQ(v->Result("ours")->samples, 20) << "twice the rounds, and no more";
+}
+
+TEST_F(ArbiterTest, ACloseRefinementThatMoreRoundsSeparateSplitsTheBucket) {
+  // `vendor` wins the bucket at 64^3 (`ours` 12us there); at 40x64x64 `ours` is
+  // close: 10 rounds leave the bucket whole, more split it.
+  options_.measure.min_samples = options_.measure.max_samples = 10;
+  for (double extend : {0.0, 1.0}) {
+    options_.measure.extend_rounds = extend;
+    std::filesystem::remove_all(dir_);  // a fresh store each time
+    std::filesystem::create_directories(dir_);
+    auto arbiter = Start(Close({3, 7}, /*ours_at_bucket=*/12e-6));
+    ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+    ASSERT_EQ(Listed(*arbiter).at("").winner, "vendor");
+    absl::StatusOr<Verdict> refined = arbiter->Tune(kNarrowShape);
+    ASSERT_TRUE(refined.ok()) << refined.status();
+    EXPECT_EQ(refined->winner, "ours") << "the fastest serves its refined shape: " << refined->reason;
+    EXPECT_LE(refined->cost.device, options_.refine.device_budget_seconds);
+    const std::map<std::string, Verdict> listed = Listed(*arbiter);
+    if (extend == 0) {
+      EXPECT_EQ(listed.size(), 2u) << "not separated in 10 rounds: the bucket stays whole";
+    } else {
+      EXPECT_TRUE(listed.count("m(32,48]") && listed.count("m(48,64]"))
+          << "separated after more rounds: the bucket splits. " << refined->reason;
+      EXPECT_NE(refined->reason.find("close race: vendor and ours timed"), std::string::npos)
+          << refined->reason;
+    }
+  }
+}
+
+TEST_F(ArbiterTest, ACloseRefinementIsExtendedWithinTheRefinementsDeviceBudget) {
+  // The refinement's 10 rounds take about 0.2ms; its budget leaves room for two
+  // more rounds of the 10 a coin flip would take.
+  options_.measure.min_samples = options_.measure.max_samples = 10;
+  options_.refine.device_budget_seconds = 0.24e-3;
+  auto arbiter = Start(Close({2, 4, 6, 8}, /*ours_at_bucket=*/12e-6));
+  ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+  absl::StatusOr<Verdict> refined = arbiter->Tune(kNarrowShape);
+  ASSERT_TRUE(refined.ok()) << refined.status();
+  EXPECT_LE(refined->cost.device, options_.refine.device_budget_seconds) << refined->reason;
+  EXPECT_GT(refined->Result("ours")->samples, 10) << refined->reason;
+  EXPECT_NE(refined->reason.find("device budget"), std::string::npos) << refined->reason;
+  EXPECT_EQ(Listed(*arbiter).size(), 2u) << "never separated: the bucket stays whole";
 }
 
 }  // namespace

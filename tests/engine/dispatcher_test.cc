@@ -11,10 +11,15 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 #include <future>
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "engine/arbiter.h"
 #include "engine/measurer.h"
 #include "engine/selection_policy.h"
@@ -177,11 +182,91 @@ TEST(DispatchChecksTest, OnlyAPassedDeadlineStopsTheWork) {
       << late.message();
 }
 
+// A stream whose work runs only when the host waits for it (ElapsedSeconds,
+// Synchronize, a copy), in the order it was enqueued, as a GPU's does: a
+// dispatch that answered before waiting would leave C unwritten.
+class DeferredStream final : public Stream {
+ public:
+  void Enqueue(std::string what, std::function<void()> work = [] {}) {
+    pending_.push_back({std::move(what), std::move(work)});
+  }
+  // What ran, in order.
+  const std::vector<std::string>& ran() const { return ran_; }
+
+  absl::Status CopyToDevice(Buffer& dst, const void* src, size_t bytes) override {
+    RunAll();
+    std::memcpy(dst.data(), src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status CopyToHost(void* dst, const Buffer& src, size_t bytes) override {
+    RunAll();
+    std::memcpy(dst, const_cast<Buffer&>(src).data(), bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Poison(Buffer& buf, DType dtype, size_t count) override {
+    RunAll();
+    FillNaN(dtype, buf.data(), count);
+    return absl::OkStatus();
+  }
+  absl::Status FlushCache() override { return absl::OkStatus(); }
+  absl::Status TimerStart() override {
+    Enqueue("timer start");
+    return absl::OkStatus();
+  }
+  absl::Status TimerStop() override {
+    Enqueue("timer stop");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<double> ElapsedSeconds() override {
+    RunAll();  // the stop is the last thing enqueued: waiting for it runs everything
+    return 5e-6;
+  }
+  absl::Status Synchronize() override {
+    RunAll();
+    return absl::OkStatus();
+  }
+  absl::Status Reference(const Problem& p, const Buffer& a, const Buffer& b,
+                         std::vector<double>* c) override {
+    RunAll();
+    return FakeStream().Reference(p, a, b, c);
+  }
+  absl::Status WaitSharedEvent(std::string_view handle) override {
+    Enqueue("wait " + std::string(handle));
+    return absl::OkStatus();
+  }
+
+ private:
+  void RunAll() {
+    for (auto& [what, work] : pending_) {
+      work();
+      ran_.push_back(what);
+    }
+    pending_.clear();
+  }
+  std::vector<std::pair<std::string, std::function<void()>>> pending_;
+  std::vector<std::string> ran_;
+};
+
+// A kernel that enqueues its work on a DeferredStream instead of doing it.
+absl::Status DeferredGemm(const GemmArgs& args) {
+  static_cast<DeferredStream*>(args.stream)->Enqueue("kernel", [args] {
+    NaiveGemm(args, args.problem.k, args.problem.m);
+  });
+  return absl::OkStatus();
+}
+
 // A Dispatcher over a fake device with one stream, and a recorder of what it reports.
 class DispatcherTest : public ::testing::Test, public ArbiterObserver {
  protected:
-  void Start(std::vector<CandidateSpec> candidates, double verify_fraction) {
+  // `stream`: the device's one stream, instead of a FakeStream.
+  void Start(std::vector<CandidateSpec> candidates, double verify_fraction,
+             std::unique_ptr<Stream> stream = nullptr) {
     ASSERT_TRUE(engine_.Start(std::move(candidates)).ok());
+    if (stream != nullptr) {
+      std::vector<std::unique_ptr<Stream>> streams;
+      streams.push_back(std::move(stream));
+      engine_.streams = std::make_unique<StreamPool>(std::move(streams), 4);
+    }
     dispatcher_ = std::make_unique<Dispatcher>(engine_.backend, *engine_.streams,
                                                *engine_.quarantine, cache_, verify_fraction);
     dispatcher_->set_observer(this);
@@ -327,6 +412,60 @@ TEST_F(DispatcherTest, AFailureOnlyOnTheClientsOperandsIsNotConfirmedAndQuaranti
   ASSERT_TRUE(Run(Chosen("correct")).ok());
   EXPECT_EQ(outcomes[VerificationOutcome::kUnconfirmed], 1);
   EXPECT_FALSE(Quarantined("correct"));
+}
+
+}  // namespace
+}  // namespace arbiter
+
+namespace arbiter {
+namespace {
+
+// C in place on the device (a region): the answer comes only once C is complete,
+// and the client's event is waited on before the kernel reads A and B.
+class ZeroCopyDispatchTest : public DispatcherTest {
+ protected:
+  void SetUp() override {
+    auto stream = std::make_unique<DeferredStream>();
+    stream_ = stream.get();
+    std::vector<CandidateSpec> c;
+    c.push_back(FakeCandidate("deferred", 2, DeferredGemm));
+    Start(std::move(c), 0.0, std::move(stream));
+    c_.assign(static_cast<size_t>(p_.m * p_.n), std::nanf(""));  // poisoned
+  }
+  DispatchIo InPlace() {
+    DispatchIo io;
+    io.a = Operand{.device = a_.data(), .bytes = p_.a_bytes()};
+    io.b = Operand{.device = b_.data(), .bytes = p_.b_bytes()};
+    io.c_device = c_.data();
+    return io;
+  }
+
+  DeferredStream* stream_ = nullptr;
+  std::vector<float> c_;
+};
+
+TEST_F(ZeroCopyDispatchTest, CInPlaceIsCompleteWhenTheDispatchAnswers) {
+  absl::StatusOr<DispatchResult> r = dispatcher_->Run(p_, Chosen("deferred"), CallContext{}, InPlace());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->c.empty()) << "C stayed on the device";
+  for (int64_t i = 0; i < p_.m; ++i) {
+    for (int64_t j = 0; j < p_.n; ++j) {
+      double ref = 0;
+      for (int64_t k = 0; k < p_.k; ++k) ref += double(a_[i * p_.k + k]) * b_[k * p_.n + j];
+      ASSERT_NEAR(c_[i * p_.n + j], ref, 1e-4) << "C[" << i << "," << j << "] at the answer";
+    }
+  }
+  EXPECT_EQ(r->stages.h2d_seconds, 0) << "nothing was copied in";
+  EXPECT_EQ(r->stages.d2h_seconds, 0) << "nothing was copied out";
+}
+
+TEST_F(ZeroCopyDispatchTest, TheClientsEventIsWaitedOnBeforeTheKernelReadsAAndB) {
+  DispatchIo io = InPlace();
+  io.wait_event = "client-event";
+  absl::StatusOr<DispatchResult> r = dispatcher_->Run(p_, Chosen("deferred"), CallContext{}, io);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(stream_->ran(),
+            (std::vector<std::string>{"wait client-event", "timer start", "kernel", "timer stop"}));
 }
 
 }  // namespace

@@ -3,13 +3,16 @@
 // control latency and noise exactly, with no sleeps and no real timing.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -226,6 +229,26 @@ inline KernelFn RoundScatteredKernel(std::function<double(const Problem&)> secon
 }
 inline KernelFn RoundScatteredKernel(double seconds) {
   return RoundScatteredKernel([seconds](const Problem&) { return seconds; });
+}
+
+// A correct kernel of seconds(problem), times `slow_factor` on the timed runs
+// at a shape whose index among that shape's timed runs (the oracle's checked run
+// is the first, 0) modulo 10 is in `slow`: a challenger ahead in most rounds of
+// a race and level (or behind) in the others, the same in every race at a shape.
+inline KernelFn SlowInSomeRuns(std::function<double(const Problem&)> seconds, double slow_factor,
+                               std::vector<int> slow) {
+  auto timed_runs = std::make_shared<std::map<std::string, int>>();
+  return [=](const GemmArgs& args) {
+    NaiveGemm(args, args.problem.k, args.problem.m);
+    auto* stream = static_cast<FakeStream*>(args.stream);
+    double factor = 1;
+    if (stream->timer_running()) {
+      const int i = (*timed_runs)[args.problem.ToString()]++;
+      if (std::find(slow.begin(), slow.end(), i % 10) != slow.end()) factor = slow_factor;
+    }
+    stream->Advance(seconds(args.problem) * factor);
+    return absl::OkStatus();
+  };
 }
 
 // A correct kernel whose fake device time is `seconds(problem)`: kernels whose

@@ -666,5 +666,80 @@ TEST_F(MeasurerTest, ADeferredClaimIsCheckedWhenTheRaceShowsTheCandidateCanWin) 
   }
 }
 
+// Close races (MeasureOptions::extend): `a` 10us and `b` 9.6us in every round,
+// 10 rounds each, and a CloseRace that names them both until `settle_at` rounds
+// are paired (never, where 0).
+CloseRace BothUntilPaired(int settle_at) {
+  return [settle_at](const std::vector<Measurement>&, const RaceSamples& samples) {
+    if (settle_at > 0 && samples.Compare("a", "b").pairs >= settle_at) {
+      return std::vector<std::string>{};
+    }
+    return std::vector<std::string>{"a", "b"};
+  };
+}
+std::vector<CandidateSpec> TwoSteady() {
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("a", 3, TimedKernel(10e-6)));
+  c.push_back(FakeCandidate("b", 2, TimedKernel(9.6e-6)));
+  return c;
+}
+
+TEST_F(MeasurerTest, ACloseRaceIsTimedInMoreRoundsUntilItSettles) {
+  options_.min_samples = options_.max_samples = 10;
+  options_.extend = BothUntilPaired(13);
+  const absl::StatusOr<MeasureReport> r = Race(TwoSteady(), p_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->extension.rounds, 3);
+  EXPECT_EQ(r->extension.ended, "settled");
+  EXPECT_EQ(r->cost.rounds, 13);
+  EXPECT_EQ(r->measurements[0].result.samples, 13);
+  EXPECT_EQ(r->measurements[1].result.samples, 13);
+  EXPECT_EQ(r->samples.Compare("a", "b").pairs, 13) << "the extra rounds are paired too";
+  EXPECT_NEAR(r->extension.device_seconds, 3 * 19.6e-6, 1e-12);
+  EXPECT_NE(r->extension.ToString().find("a and b timed 3 more paired rounds"), std::string::npos)
+      << r->extension.ToString();
+}
+
+TEST_F(MeasurerTest, ACloseRaceGetsAtMostAsManyMoreRoundsAsItRan) {
+  options_.min_samples = options_.max_samples = 10;
+  options_.extend = BothUntilPaired(0);
+  const absl::StatusOr<MeasureReport> r = Race(TwoSteady(), p_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->extension.rounds, 10);
+  EXPECT_EQ(r->cost.rounds, 20);
+  EXPECT_NE(r->extension.ended.find("not settled within 10 more rounds"), std::string::npos)
+      << r->extension.ended;
+}
+
+TEST_F(MeasurerTest, ACloseRaceIsNeverExtendedPastTheRacesDeviceBudget) {
+  options_.min_samples = options_.max_samples = 10;
+  options_.extend = BothUntilPaired(0);
+  // The race's 10 rounds take 196us; each more round 19.6us.
+  for (double budget : {196e-6, 200e-6, 260e-6, 300e-6}) {
+    options_.device_budget_seconds = budget;
+    const absl::StatusOr<MeasureReport> r = Race(TwoSteady(), p_);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_LE(r->cost.device, budget + 1e-12) << budget;
+    EXPECT_LT(r->extension.rounds, 10) << budget;
+    EXPECT_GT(r->cost.device + 19.6e-6, budget) << budget << ": one more round would have fit";
+    EXPECT_NE(r->extension.ended.find("device budget"), std::string::npos) << r->extension.ended;
+  }
+}
+
+TEST_F(MeasurerTest, ARaceThatIsNotCloseGetsNoMoreRounds) {
+  options_.min_samples = options_.max_samples = 10;
+  options_.extend = BothUntilPaired(1);  // settled from the start
+  absl::StatusOr<MeasureReport> r = Race(TwoSteady(), p_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->extension.candidates.empty());
+  EXPECT_EQ(r->extension.ToString(), "");
+  EXPECT_EQ(r->cost.rounds, 10);
+  options_.extend = BothUntilPaired(0);
+  options_.extend_rounds = 0;  // extension off
+  r = Race(TwoSteady(), p_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->cost.rounds, 10);
+}
+
 }  // namespace
 }  // namespace arbiter

@@ -287,5 +287,34 @@ TEST(SelectionTest, NothingTimedMeansNoWinner) {
   EXPECT_FALSE(d.reason.empty());
 }
 
+TEST(SelectionTest, AChallengerAheadByMedianButNotSeparatedIsAnUnsettledPair) {
+  // `ours` is 4% faster in 8 rounds of 10 and level in 2: ahead by median beyond
+  // the 1% floor, but 2 rounds of 10 against it are too many to separate.
+  RaceSamples samples;
+  std::vector<double> ours;
+  for (int i = 0; i < 10; ++i) ours.push_back(i == 2 || i == 6 ? 10e-6 : 9.6e-6);
+  const std::vector<CandidateResult> r = {
+      TimedIn(samples, "vendor", 3, std::vector<double>(10, 10e-6)),
+      TimedIn(samples, "ours", 2, ours)};
+  ASSERT_EQ(Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise, &samples).winner,
+            "vendor");
+  EXPECT_EQ(UnsettledPair(r, Determinism::kNondeterministic, std::nullopt, kNoise, samples),
+            (std::vector<std::string>{"vendor", "ours"}));
+}
+
+TEST(SelectionTest, ASeparatedChallengerOrOneWithinTheFloorIsNoUnsettledPair) {
+  const auto pair = [](double ours_seconds, int rounds) {
+    RaceSamples samples;
+    const std::vector<CandidateResult> r = {
+        TimedIn(samples, "vendor", 3, std::vector<double>(rounds, 10e-6)),
+        TimedIn(samples, "ours", 2, std::vector<double>(rounds, ours_seconds))};
+    return UnsettledPair(r, Determinism::kNondeterministic, std::nullopt, kNoise, samples);
+  };
+  EXPECT_TRUE(pair(9.6e-6, 10).empty()) << "4% faster in every round: separated, ours wins";
+  EXPECT_TRUE(pair(9.95e-6, 10).empty()) << "0.5% faster: within the floor, a tie";
+  EXPECT_TRUE(pair(10.5e-6, 10).empty()) << "slower: the incumbent is the fastest";
+  EXPECT_TRUE(pair(9.85e-6, 3).empty()) << "fewer rounds than min_pairs: nothing paired to extend";
+}
+
 }  // namespace
 }  // namespace arbiter

@@ -3,8 +3,11 @@
 #include "server/daemon.h"
 
 #include <fstream>
+#include <functional>
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -183,6 +186,40 @@ TEST(DaemonLimitsTest, NegativeRefineThresholdIsRefusedAtStart) {
   auto daemon = Daemon::Create(options);
   EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(daemon.status().message().find("refine-after"), std::string::npos) << daemon.status();
+}
+
+TEST(DaemonLimitsTest, RefinementSettingsReachTheEngine) {
+  DaemonOptions options = InProcessOptions();
+  options.arbiter.refine.max_leaders = 3;
+  options.arbiter.refine.leader_margin = 0.1;
+  options.arbiter.refine.max_tile_entrants = 0;
+  options.arbiter.refine.device_budget_seconds = 0.005;
+  options.arbiter.measure.extend_rounds = 0.5;
+  auto daemon = Daemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  const ArbiterOptions& a = (*daemon)->arbiter().options();
+  EXPECT_EQ(a.refine.max_leaders, 3);
+  EXPECT_EQ(a.refine.leader_margin, 0.1);
+  EXPECT_EQ(a.refine.max_tile_entrants, 0);
+  EXPECT_EQ(a.refine.device_budget_seconds, 0.005);
+  EXPECT_EQ(a.measure.extend_rounds, 0.5);
+}
+
+TEST(DaemonLimitsTest, RefinementSettingsOutOfRangeAreRefusedAtStartNamingTheFlag) {
+  const std::vector<std::pair<std::string, std::function<void(ArbiterOptions&)>>> bad = {
+      {"refine-entrants", [](ArbiterOptions& a) { a.refine.max_leaders = 0; }},
+      {"refine-leader-margin", [](ArbiterOptions& a) { a.refine.leader_margin = -0.1; }},
+      {"refine-tile-entrants", [](ArbiterOptions& a) { a.refine.max_tile_entrants = -1; }},
+      {"refine-device-budget-seconds", [](ArbiterOptions& a) { a.refine.device_budget_seconds = 0; }},
+      {"close-race-rounds", [](ArbiterOptions& a) { a.measure.extend_rounds = -1; }},
+  };
+  for (const auto& [flag, set] : bad) {
+    DaemonOptions options = InProcessOptions();
+    set(options.arbiter);
+    auto daemon = Daemon::Create(options);
+    EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument) << flag;
+    EXPECT_NE(daemon.status().message().find(flag), std::string::npos) << daemon.status();
+  }
 }
 
 // The value of `series` (exact name and labels) in a scrape; -1 when absent.

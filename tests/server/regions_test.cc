@@ -3,9 +3,12 @@
 // the whole protocol - sessions on the fd socket, descriptors passed with
 // SCM_RIGHTS, ownership, quotas, bounds checks, C written in place - runs in CI.
 // A second process (region_peer) is a second peer with its own credentials.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,6 +153,74 @@ TEST_F(RegionsTest, AMatmulOnRegionsWritesCInPlaceAndMatchesTheReference) {
                           client::DefaultBudget(v1::DTYPE_F32), all);
   EXPECT_TRUE(check.passed()) << check.first_failure;
   EXPECT_EQ(check.checked, l.m * l.n);
+}
+
+// One GET /metrics from 127.0.0.1:port; the raw response.
+std::string Scrape(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    (void)!write(fd, request.data(), request.size());
+    char buf[4096];
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) response.append(buf, n);
+  }
+  close(fd);
+  return response;
+}
+
+// How many Matmuls recorded `stage` in arbiter_dispatch_stage_seconds; -1: no such series.
+double StageCount(const std::string& scrape, const std::string& stage) {
+  const std::string series = "\narbiter_dispatch_stage_seconds_count{stage=\"" + stage + "\"} ";
+  const size_t at = scrape.find(series);
+  if (at == std::string::npos) return -1;
+  return std::stod(scrape.substr(at + series.size()));
+}
+
+TEST_F(RegionsTest, AZeroCopyMatmulRecordsItsDeviceStagesAndNoCopies) {
+  DaemonOptions options;
+  options.metrics_listen = "127.0.0.1:0";
+  Start(options);
+  auto client = Client();
+  const Layout l;
+  auto memory = Shared(l.bytes);
+  v1::MatmulRequest request = Request(l.m, l.n, l.k);
+  const client::Operands ops = client::RandomOperands(request.problem(), 9);
+  char* base = static_cast<char*>(memory->data());
+  std::memcpy(base + l.a_at, ops.a.data(), ops.a.size());
+  std::memcpy(base + l.b_at, ops.b.data(), ops.b.size());
+  v1::Region region;
+  ASSERT_TRUE(client->RegisterFd(memory->fd(), v1::REGION_KIND_HOST_MEMFD,
+                                 static_cast<int64_t>(l.bytes), "operands", &region).ok());
+  Name(request.mutable_a_ref(), region.id(), l.a_at);
+  Name(request.mutable_b_ref(), region.id(), l.b_at);
+  Name(request.mutable_c_ref(), region.id(), l.c_at);
+  v1::MatmulResponse response;
+  for (int call = 0; call < 2; ++call) {
+    const grpc::Status s = client->Matmul(request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  // The handler records these before it answers; receive and send come later, from gRPC.
+  const std::string scrape = Scrape(daemon_->metrics_port());
+  for (const char* stage : {"prepare", "lease", "launch", "kernel"}) {
+    EXPECT_EQ(StageCount(scrape, stage), 2) << stage;
+  }
+  EXPECT_EQ(StageCount(scrape, "h2d"), 0) << "operands in a region are not copied in";
+  EXPECT_EQ(StageCount(scrape, "d2h"), 0) << "C in a region is not copied out";
+
+  // The bytes path, for contrast: its operands cross both ways.
+  v1::MatmulRequest inline_request = Request(l.m, l.n, l.k);
+  inline_request.set_a(ops.a);
+  inline_request.set_b(ops.b);
+  ASSERT_TRUE(client->Matmul(inline_request, &response).ok());
+  const std::string after = Scrape(daemon_->metrics_port());
+  EXPECT_EQ(StageCount(after, "h2d"), 1);
+  EXPECT_EQ(StageCount(after, "d2h"), 1);
+  EXPECT_EQ(StageCount(after, "kernel"), 3);
 }
 
 TEST_F(RegionsTest, ATensorUploadedOnceServesAsAnOperandUntilReleased) {
