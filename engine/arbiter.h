@@ -237,6 +237,8 @@ class Arbiter {
   const DeviceInfo& device() const { return backend_->info(); }
   // What RegisterRegion can map on this device (Backend::RegionKinds).
   std::vector<RegionKind> RegionKinds() const { return backend_->RegionKinds(); }
+  // Host memory the device copies to and from without staging (Backend::host_allocator).
+  HostAllocator host_allocator() const { return backend_->host_allocator(); }
   const Registry& registry() const { return *registry_; }
   const ArbiterOptions& options() const { return options_; }
   absl::Status Health() const { return backend_->Health(); }

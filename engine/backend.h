@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -138,6 +140,13 @@ class Stream {
   virtual absl::Status FillRandom(Buffer& buf, DType dtype, size_t count, uint64_t seed);
 };
 
+// How host buffers a caller keeps for reuse are got and given back. Neither
+// function refers to the backend that handed them out, so buffers may outlive it.
+struct HostAllocator {
+  std::function<void*(size_t bytes)> allocate = [](size_t bytes) { return std::malloc(bytes); };
+  std::function<void(void* data)> free = [](void* data) { std::free(data); };
+};
+
 // Thread-safe: provides internal synchronization.
 class Backend {
  public:
@@ -164,6 +173,10 @@ class Backend {
   // The SM (core) clock now, in MHz, where the device reports one (a GPU through
   // NVML); nullopt where it does not. Read during a race and kept in the verdict.
   virtual std::optional<double> SmClockMhz() const { return std::nullopt; }
+  // Host memory this device copies to and from at full speed, without staging
+  // (page-locked on a GPU): for buffers kept and reused, since getting it costs
+  // far more than malloc. allocate answers null when out of it. Default: malloc.
+  virtual HostAllocator host_allocator() const { return {}; }
 };
 
 // Arguments of one kernel launch; pointers are device pointers of `stream`'s backend.

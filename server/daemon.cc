@@ -431,7 +431,8 @@ absl::Status Daemon::Start() {
   dispatch_ = std::make_unique<DispatchService>(
       *arbiter_, DispatchServiceOptions{.max_message_bytes = options_.max_message_bytes,
                                         .sessions = fd_socket_.get(),
-                                        .metrics = metrics_.get()});
+                                        .metrics = metrics_.get(),
+                                        .reply_memory = arbiter_->host_allocator()});
   admin_ = std::make_unique<AdminService>(
       *arbiter_,
       ServerIdentity{.version = kBuildVersion,

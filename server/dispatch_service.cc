@@ -74,7 +74,8 @@ DispatchService::~DispatchService() = default;
 DispatchService::DispatchService(Arbiter& arbiter, DispatchServiceOptions options)
     : arbiter_(arbiter),
       options_(options),
-      reply_buffers_(std::make_unique<ReplyBuffers>(options.max_idle_reply_bytes)) {
+      reply_buffers_(
+          std::make_unique<ReplyBuffers>(options.max_idle_reply_bytes, options.reply_memory)) {
   // The wire's Matmul is served as a streamed unary call (one read, one write;
   // the mechanism of the generated WithStreamedUnaryMethod_Matmul) whose
   // request and reply types are ByteBuffers: A and B come in, and C goes out,

@@ -19,8 +19,10 @@
 // is its small fields serialized, then C's bytes in a gRPC slice the device
 // copy writes straight into - no zero-filled std::string, no second copy when
 // protobuf serializes it; those buffers are kept and reused once sent, so a
-// reply's pages are not faulted in afresh every call. The bytes either way are exactly a MatmulRequest's
-// and MatmulResponse's; clients see no difference.
+// reply's pages are not faulted in afresh every call. On a GPU they are
+// page-locked (Backend::host_allocator): C goes from the device into the reply
+// in one DMA, with no staging copy. The bytes either way are exactly a
+// MatmulRequest's and MatmulResponse's; clients see no difference.
 //
 // Callers: a call carrying "arbiter-session" metadata is that session's peer
 // (fd_socket.h); regions need one. Without it a TCP caller is its host (the
@@ -61,6 +63,8 @@ struct DispatchServiceOptions {
   Metrics* metrics = nullptr;     // per-stage dispatch times; null: not recorded
   // Reply buffers for C kept for reuse once sent (reply_buffers.h), at most this many bytes idle.
   int64_t max_idle_reply_bytes = int64_t{512} << 20;
+  // Where the reply buffers come from: the backend's (page-locked on a GPU).
+  HostAllocator reply_memory;
 };
 
 // The most a MatmulResponse takes besides C's bytes: the candidate's name, the

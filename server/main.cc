@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "server/daemon.h"
 #include "server/logging.h"
+#include "server/malloc_policy.h"
 #include "server/test_candidates.h"
 
 // --tuning and --backend parse into their enums, so a bad value stops arbiterd
@@ -202,6 +203,8 @@ DaemonOptions OptionsFromFlags() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread starts: request buffers freed are reused, not faulted in afresh.
+  const bool heap_kept = arbiter::server::KeepFreedMemory();
   absl::SetProgramUsageMessage("arbiterd: the Arbiter matmul kernel-selection daemon");
   std::vector<std::string> args = NormalizeFlagNames(argc, argv);
   std::vector<char*> arg_ptrs;
@@ -216,6 +219,8 @@ int main(int argc, char** argv) {
                      absl::GetFlag(FLAGS_log_format), level.level, level.origin);
     return 2;
   }
+  // Refused under a sanitizer's allocator, which has its own policy: nothing to warn of.
+  if (!heap_kept) spdlog::debug("malloc settings refused: freed request buffers may be faulted in afresh");
 
   // Blocked before any thread starts, so every thread inherits the mask and
   // only sigwait below receives them.

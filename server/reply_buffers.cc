@@ -1,16 +1,17 @@
 #include "server/reply_buffers.h"
 
-#include <cstdlib>
 #include <iterator>
+#include <utility>
 
 namespace arbiter::server {
 
 struct ReplyBuffers::State {
-  explicit State(int64_t max_idle) : max_idle_bytes(max_idle) {}
+  State(int64_t max_idle, HostAllocator alloc) : max_idle_bytes(max_idle), allocator(std::move(alloc)) {}
   ~State() {
-    for (const auto& [capacity, data] : idle) std::free(data);
+    for (const auto& [capacity, data] : idle) allocator.free(data);
   }
   const int64_t max_idle_bytes;
+  const HostAllocator allocator;
   mutable std::mutex mu;
   std::multimap<size_t, void*> idle;  // capacity -> buffer; guarded by mu
   int64_t idle_bytes = 0;             // guarded by mu
@@ -23,8 +24,8 @@ struct ReplyBuffers::Lease {
   size_t capacity;
 };
 
-ReplyBuffers::ReplyBuffers(int64_t max_idle_bytes)
-    : state_(std::make_shared<State>(max_idle_bytes)) {}
+ReplyBuffers::ReplyBuffers(int64_t max_idle_bytes, HostAllocator allocator)
+    : state_(std::make_shared<State>(max_idle_bytes, std::move(allocator))) {}
 
 ReplyBuffers::~ReplyBuffers() = default;
 
@@ -42,7 +43,7 @@ grpc::Slice ReplyBuffers::Take(size_t bytes) {
       state_->idle.erase(it);
     }
   }
-  if (data == nullptr) data = std::malloc(capacity);
+  if (data == nullptr) data = state_->allocator.allocate(capacity);
   if (data == nullptr) return grpc::Slice();
   auto* lease = new Lease{state_, data, capacity};
   return grpc::Slice(data, bytes, &ReplyBuffers::Return, lease);
@@ -59,7 +60,7 @@ void ReplyBuffers::Return(void* opaque) {
       return;
     }
   }
-  std::free(lease->data);
+  state.allocator.free(lease->data);
 }
 
 int ReplyBuffers::idle_buffers() const {

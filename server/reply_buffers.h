@@ -5,6 +5,10 @@
 // when gRPC releases the slice it was lent as (the reply sent, or the call
 // gone), and the next reply of a size it fits reuses its pages.
 //
+// The memory comes from the backend's HostAllocator: page-locked on a GPU, so
+// the device copies C straight into the reply (no staging, no second copy on
+// the host); being slow to get, it is all the more worth keeping.
+//
 // Bounded: at most `max_idle_bytes` sit idle; a buffer returned past that is
 // freed. A buffer is reused for a request of at least half its size, so a
 // small reply never holds a large buffer.
@@ -21,11 +25,13 @@
 
 #include <grpcpp/support/slice.h>
 
+#include "engine/backend.h"
+
 namespace arbiter::server {
 
 class ReplyBuffers {
  public:
-  explicit ReplyBuffers(int64_t max_idle_bytes);
+  explicit ReplyBuffers(int64_t max_idle_bytes, HostAllocator allocator = {});
   ~ReplyBuffers();
   ReplyBuffers(const ReplyBuffers&) = delete;
   ReplyBuffers& operator=(const ReplyBuffers&) = delete;

@@ -217,6 +217,23 @@ std::optional<double> CudaBackend::SmClockMhz() const {
   return impl_->clock->SmMhz();
 }
 
+HostAllocator CudaBackend::host_allocator() const {
+  HostAllocator allocator;
+  // The device, not the backend: buffers may be freed after the backend is gone.
+  allocator.allocate = [device = impl_->options.device](size_t bytes) -> void* {
+    void* data = nullptr;
+    // Current device first: otherwise the runtime would create a context on device 0.
+    if (cudaSetDevice(device) != cudaSuccess ||
+        cudaHostAlloc(&data, bytes, cudaHostAllocPortable) != cudaSuccess) {
+      cudaGetLastError();  // out of page-locked memory is not a broken context
+      return nullptr;
+    }
+    return data;
+  };
+  allocator.free = [](void* data) { cudaFreeHost(data); };
+  return allocator;
+}
+
 absl::Status CudaBackend::Health() const {
   RETURN_IF_ERROR(StickyError());
   // A fault no checked call has seen yet still shows on any stream query.

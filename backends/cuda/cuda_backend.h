@@ -35,7 +35,7 @@ struct CudaBackendOptions {
   uint64_t pool_release_threshold = 8ull << 30;    // bytes the memory pool keeps cached when idle
   size_t cublas_workspace_bytes = 32ull << 20;     // per-stream cublasGemmEx workspace
   size_t lt_workspace_bytes = 64ull << 20;         // per-stream cublasLtMatmul workspace
-  size_t staging_bytes = 64ull << 20;              // per-stream pinned host staging; larger copies go in chunks
+  size_t staging_bytes = 8ull << 20;               // per-stream pinned host staging: two halves a copy's chunks alternate in
 };
 
 class CudaBackend final : public arbiter::Backend {
@@ -75,6 +75,10 @@ class CudaBackend final : public arbiter::Backend {
   absl::StatusOr<std::unique_ptr<Buffer>> MapRegion(const RegionSource& source) override;
   // Through NVML (nvml_clock.h); nullopt where libnvidia-ml.so.1 is not there.
   std::optional<double> SmClockMhz() const override;
+  // cudaHostAlloc'd (page-locked, portable) memory: the streams' copies to and
+  // from it go by DMA alone, without staging. Allocation makes this backend's
+  // device current on the calling thread; null on failure.
+  HostAllocator host_allocator() const override;
 
   const CudaBackendOptions& options() const;
 

@@ -2,9 +2,11 @@
 // per-stream resources kernel families use (cuda_resources.h): a cuBLAS handle
 // bound to the stream with its own workspace (cuBLAS repeats its results
 // bitwise only with a fixed workspace per stream), a cuBLASLt handle and
-// workspace, and a scratch area. Operand copies go through pinned host staging
-// in double-buffered chunks; the device timer is a pair of CUDA events around
-// the enqueued kernel alone.
+// workspace, and a scratch area. Copies from or to pageable host memory go
+// through pinned host staging in double-buffered chunks of at most 4 MiB;
+// copies to page-locked host memory (Backend::host_allocator's) go by DMA
+// alone. The device timer is a pair of CUDA events around the enqueued kernel
+// alone.
 //
 // Internal to backends/cuda (includes CUDA headers). Not thread-safe: one
 // worker uses a stream at a time. Each call makes the stream's device current
@@ -78,6 +80,7 @@ class CudaStream final : public Stream {
   bool timer_started_ = false, timer_stopped_ = false;
   void* staging_ = nullptr;                       // pinned host, two halves
   size_t staging_half_ = 0;
+  size_t chunk_ = 0;                              // one copy's bytes: min(half, kCopyChunkBytes)
   cudaEvent_t staged_[2] = {nullptr, nullptr};    // a half's copy has completed
   std::unique_ptr<Buffer> cublas_workspace_;
   std::unique_ptr<Buffer> lt_workspace_;

@@ -4,6 +4,9 @@
 #include "server/reply_buffers.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -54,6 +57,40 @@ TEST(ReplyBuffersTest, ASliceMayOutliveThePool) {
   }
   std::fill_n(const_cast<uint8_t*>(kept.begin()), kept.size(), 7);  // still the slice's to use
   EXPECT_EQ(kept.begin()[4095], 7);
+}
+
+// The backend's allocator (page-locked memory on a GPU) is where every buffer
+// comes from and goes back to - past the idle cap, and when the pool is gone.
+TEST(ReplyBuffersTest, BuffersComeFromAndGoBackToTheGivenAllocator) {
+  struct Ledger {
+    std::set<void*> live;
+    int allocated = 0;
+  };
+  auto ledger = std::make_shared<Ledger>();
+  HostAllocator allocator;
+  allocator.allocate = [ledger](size_t bytes) {
+    void* data = std::malloc(bytes);
+    ledger->live.insert(data);
+    ++ledger->allocated;
+    return data;
+  };
+  allocator.free = [ledger](void* data) {
+    EXPECT_EQ(ledger->live.erase(data), 1u) << "freed a buffer the allocator did not hand out";
+    std::free(data);
+  };
+  {
+    ReplyBuffers pool(3000, allocator);
+    {
+      grpc::Slice a = pool.Take(2000);
+      grpc::Slice b = pool.Take(2000);
+      EXPECT_EQ(ledger->live.count(const_cast<uint8_t*>(a.begin())), 1u);
+      EXPECT_EQ(ledger->live.count(const_cast<uint8_t*>(b.begin())), 1u);
+    }
+    EXPECT_EQ(ledger->live.size(), 1u);  // one kept idle, one past the cap given back
+    grpc::Slice c = pool.Take(2000);     // the idle one, not a new one
+    EXPECT_EQ(ledger->allocated, 2);
+  }
+  EXPECT_TRUE(ledger->live.empty()) << ledger->live.size() << " buffers never given back";
 }
 
 }  // namespace

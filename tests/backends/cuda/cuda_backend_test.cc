@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -132,6 +133,47 @@ TEST_F(CudaBackendTest, CopiesLargerThanStagingRoundTrip) {
   EXPECT_EQ(std::memcmp(src.data(), back.data(), bytes), 0);
   EXPECT_FALSE(stream_->CopyToHost(back.data(), *buf, bytes + 1).ok())
       << "a copy past the buffer must be refused";
+}
+
+// An operand gathered from gRPC-sized pieces crosses several staging chunks
+// (default staging); C copied into page-locked memory from the backend's host
+// allocator goes by DMA alone, straight to an unaligned place in it, and into
+// pageable memory through the staging: both are every byte, nothing written
+// outside.
+TEST_F(CudaBackendTest, GatheredOperandComesBackIntoPageLockedAndPageableMemory) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  const size_t bytes = (9 << 20) + 777;  // past two 4 MiB chunks, not a multiple of one
+  std::vector<unsigned char> src(bytes);
+  std::mt19937 rng(11);
+  for (auto& v : src) v = static_cast<unsigned char>(rng());
+  std::vector<HostPiece> pieces;
+  for (size_t at = 0; at < bytes;) {  // pieces of 1..40000 bytes, as a message's slices are
+    const size_t n = std::min<size_t>(bytes - at, 1 + rng() % 40000);
+    pieces.push_back(HostPiece{src.data() + at, n});
+    at += n;
+  }
+  absl::StatusOr<std::unique_ptr<Buffer>> buf = backend_->Allocate(bytes);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  ASSERT_TRUE(stream_->GatherToDevice(**buf, pieces).ok());
+
+  const HostAllocator host = backend_->host_allocator();
+  auto* locked = static_cast<unsigned char*>(host.allocate(bytes + 2));
+  ASSERT_NE(locked, nullptr) << "no page-locked memory for " << bytes + 2 << " bytes";
+  cudaPointerAttributes attributes{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attributes, locked), cudaSuccess);
+  EXPECT_EQ(attributes.type, cudaMemoryTypeHost) << "the host allocator's memory is not page-locked";
+  std::memset(locked, 0xEE, bytes + 2);
+  absl::Status st = stream_->CopyToHost(locked + 1, **buf, bytes);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(std::memcmp(locked + 1, src.data(), bytes), 0) << "page-locked copy differs";
+  EXPECT_EQ(locked[0], 0xEE) << "written before the destination";
+  EXPECT_EQ(locked[bytes + 1], 0xEE) << "written past the destination";
+  host.free(locked);
+
+  std::vector<unsigned char> pageable(bytes, 0);
+  st = stream_->CopyToHost(pageable.data(), **buf, bytes);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(std::memcmp(pageable.data(), src.data(), bytes), 0) << "pageable copy differs";
 }
 
 TEST_F(CudaBackendTest, PoolReusesFreedMemoryAndNeverHandsOutNull) {

@@ -1,7 +1,8 @@
 // arbiterd end to end on the GPU: start `arbiterd --backend cuda`, dispatch
 // through the client, check C against a CPU reference, check the verdict
 // raced every eligible candidate, then restart on the same store and check the
-// verdict is served without measuring again. Skips (saying so) without a GPU,
+// verdict is served without measuring again; and the bytes path's C, call after
+// call, through reused page-locked reply buffers. Skips (saying so) without a GPU,
 // or when arbiterd is not built next to this binary.
 #include <cstdio>
 #include <filesystem>
@@ -171,6 +172,49 @@ TEST(CudaDaemonTest, ServesMeasuredVerdictsOnTheGpuAndKeepsThemAcrossRestart) {
     ASSERT_TRUE(client.ServerInfo(&info).ok());
     EXPECT_EQ(info.measurements(), 0) << "the restarted daemon measured again";
   }
+  fs::remove_all(dir);
+}
+
+// The bytes path end to end: A and B gathered from the request's slices in
+// several staging chunks, C copied by DMA into a page-locked reply buffer that
+// the next call reuses. Each call's C is checked in full against the
+// reference, so a reused buffer still holding the last call's C would fail.
+TEST(CudaDaemonTest, MatmulRepliesCarryEveryElementOfCCallAfterCall) {
+  if (CudaBackend::VisibleDevices() == 0) {
+    GTEST_SKIP() << "no CUDA device visible: GPU test skipped, not passed";
+  }
+  const fs::path binary = SelfDir() / "arbiterd";
+  if (!fs::exists(binary)) GTEST_SKIP() << "arbiterd not found next to this test at " << binary;
+  const fs::path dir = testing::MakeTempDir("arbiter-cuda-reply-");
+  ASSERT_FALSE(dir.empty());
+  std::unique_ptr<testing::ArbiterdProcess> daemon = StartDaemon(binary, dir / "verdicts.db");
+  ASSERT_NE(daemon, nullptr);
+  client::ClientOptions options;
+  options.server = daemon->address();
+  client::ArbiterClient client(options);
+  v1::ListCandidatesResponse candidates;
+  ASSERT_TRUE(client.ListCandidates(&candidates).ok());
+
+  // A (4.5 MB) and C (5.3 MB) each span two 4 MiB chunks; ragged, non-square.
+  const v1::Problem problem = MakeProblem(v1::DTYPE_F16, 2053, 1297, 1100);
+  client::CheckOptions check;
+  check.samples = 0;  // every element
+  for (uint64_t seed : {5, 6, 7}) {
+    SCOPED_TRACE(::testing::Message() << "operands of seed " << seed);
+    const client::Operands ops = client::RandomOperands(problem, seed);
+    v1::MatmulRequest request;
+    *request.mutable_problem() = problem;
+    request.set_a(ops.a);
+    request.set_b(ops.b);
+    v1::MatmulResponse response;
+    const grpc::Status s = client.Matmul(request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << daemon->ReadLog();
+    ASSERT_EQ(response.c().size(), size_t{2053} * 1297 * 2);
+    const client::CheckResult result = client::CheckMatmul(
+        problem, ops, response.c(), WinnerBudget(candidates, response.candidate()), check);
+    EXPECT_TRUE(result.passed()) << response.candidate() << ": " << result.first_failure;
+  }
+  EXPECT_EQ(daemon->Terminate(), 0) << daemon->ReadLog();
   fs::remove_all(dir);
 }
 
