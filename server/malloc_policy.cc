@@ -4,10 +4,19 @@
 
 #include <climits>
 
+// GCC names a sanitizer build by __SANITIZE_*__, clang (CI's TSan build) by __has_feature.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ARBITER_SANITIZED_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ARBITER_SANITIZED_ALLOCATOR 1
+#endif
+#endif
+
 namespace arbiter::server {
 
 bool KeepFreedMemory() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(ARBITER_SANITIZED_ALLOCATOR)
   // A sanitizer's allocator serves malloc; glibc's settings would take (TSan
   // does not intercept mallopt) and mean nothing.
   return false;
