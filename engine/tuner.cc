@@ -24,8 +24,6 @@ int64_t NowUnix() {
       .count();
 }
 
-std::string Us(double seconds) { return absl::StrFormat("%.4gus", seconds * 1e6); }
-
 absl::Status ShuttingDown(const std::string& what) {
   return absl::UnavailableError(absl::StrCat("arbiterd is shutting down: ", what, " is not measured"));
 }
@@ -405,8 +403,6 @@ std::optional<Verdict> Tuner::FreshVerdict(const Problem& p) {
   }
   return v;
 }
-
-bool Tuner::HasFreshVerdict(const Problem& p) { return FreshVerdict(p).has_value(); }
 
 void Tuner::OnVerdictsChanged() {
   absl::MutexLock lock(&mu_);

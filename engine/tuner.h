@@ -261,8 +261,6 @@ class Tuner {
   static void Log(const Verdict& v);
   // The served verdict for `p` when it raced exactly the candidates eligible now.
   std::optional<Verdict> FreshVerdict(const Problem& p);
-  // Whether a verdict that would be served for `p` (same raced name@version set) is stored.
-  bool HasFreshVerdict(const Problem& p);
   // Takes the fleet's lease on `scope` of `job`'s bucket, waiting while another
   // daemon holds it and someone here waits for the job (ABORTED at once for a
   // background-only job; CANCELLED once it is dropped); sets `theirs` instead when
