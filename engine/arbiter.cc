@@ -438,6 +438,7 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
                                                  const MatmulOperands& operands) {
   RETURN_IF_ERROR(ValidateProblem(p, options_.limits));
   DispatchIo io;
+  io.hold.reserve(3);  // a region or tensor per operand at most
   if (operands.a_ref) {
     ASSIGN_OR_RETURN(io.a, Resolve(peer, *operands.a_ref, "a", p, p.a_bytes(), false, &io.hold));
   } else {

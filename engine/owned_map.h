@@ -45,14 +45,14 @@ class OwnedMap {
   // `peer`'s item `id`; null when there is none or it is another peer's.
   Ptr Find(const Peer& peer, const std::string& id) const {
     const auto it = items_.find(id);
-    if (it == items_.end() || it->second->info.owner.owner() != peer.owner()) return nullptr;
+    if (it == items_.end() || !it->second->info.owner.SameOwner(peer)) return nullptr;
     return it->second;
   }
 
   // Removes `peer`'s item `id` and returns it; null as Find.
   Ptr Take(const Peer& peer, const std::string& id) {
     const auto it = items_.find(id);
-    if (it == items_.end() || it->second->info.owner.owner() != peer.owner()) return nullptr;
+    if (it == items_.end() || !it->second->info.owner.SameOwner(peer)) return nullptr;
     Ptr item = std::move(it->second);
     items_.erase(it);
     return item;
@@ -76,7 +76,7 @@ class OwnedMap {
   std::vector<Info> List(const Peer* owner) const {
     std::vector<Info> out;
     for (const auto& [id, item] : items_) {
-      if (owner == nullptr || item->info.owner.owner() == owner->owner()) out.push_back(item->info);
+      if (owner == nullptr || item->info.owner.SameOwner(*owner)) out.push_back(item->info);
     }
     return out;
   }

@@ -23,6 +23,11 @@ struct Peer {
   std::string address;   // the TCP peer ("ipv4:10.0.0.7:53122") when there is no session
 
   std::string owner() const { return session != 0 ? absl::StrCat("session:", session) : address; }
+  // owner() == other.owner(), without building either: this runs on every
+  // zero-copy Matmul, once per operand named by ref.
+  bool SameOwner(const Peer& other) const {
+    return session != 0 ? session == other.session : other.session == 0 && address == other.address;
+  }
   std::string quota_key() const { return session != 0 ? absl::StrCat("pid:", pid) : address; }
   // "session 3 (pid 1234, uid 1000)" or the TCP address, for listings and errors.
   std::string ToString() const {

@@ -204,22 +204,23 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
   bool regions = false, tensors = false;
   struct Side {
     const char* name;
+    const char* ref_name;  // constant: no string built per call
     bool has_ref;
     const v1::OperandRef& ref;
     size_t inline_bytes;
     std::optional<OperandRef>* out;
   };
   const Side sides[] = {
-      {"a", request.has_a_ref(), request.a_ref(), TotalBytes(a), &operands.a_ref},
-      {"b", request.has_b_ref(), request.b_ref(), TotalBytes(b), &operands.b_ref},
-      {"c", request.has_c_ref(), request.c_ref(), 0, &operands.c_ref}};
+      {"a", "a_ref", request.has_a_ref(), request.a_ref(), TotalBytes(a), &operands.a_ref},
+      {"b", "b_ref", request.has_b_ref(), request.b_ref(), TotalBytes(b), &operands.b_ref},
+      {"c", "c_ref", request.has_c_ref(), request.c_ref(), 0, &operands.c_ref}};
   for (const Side& side : sides) {
     if (!side.has_ref) continue;
     if (side.inline_bytes != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           side.name, ": both inline bytes and ", side.name, "_ref are set; expected one of them"));
     }
-    ASSIGN_OR_RETURN(*side.out, OperandRefFromProto(side.ref, absl::StrCat(side.name, "_ref")));
+    ASSIGN_OR_RETURN(*side.out, OperandRefFromProto(side.ref, side.ref_name));
     regions |= (*side.out)->target == OperandRef::Target::kRegion;
     tensors |= (*side.out)->target == OperandRef::Target::kTensor;
   }
@@ -233,10 +234,10 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
   SelectOptions options;
   ASSIGN_OR_RETURN(options.required, DeterminismFromProto(request.required_determinism()));
   ASSIGN_OR_RETURN(options.tuning, TuningFromProto(request.tuning()));
-  const CallContext call = CallContextOf(context);
+  CallContext call = CallContextOf(context);
   options.deadline = call.deadline;
-  options.cancelled = call.cancelled;
-  options.peer = call.peer;
+  options.cancelled = std::move(call.cancelled);
+  options.peer = std::move(call.peer);
 
   operands.a = a;
   operands.b = b;

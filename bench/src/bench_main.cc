@@ -25,6 +25,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/src/bench_device.h"
@@ -383,6 +384,10 @@ void PrintUsage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As arbiterd does (server/main.cc): Debian's abseil keeps absl::Mutex's
+  // deadlock detection on, a global lock graph updated on every acquisition,
+  // gRPC's included; a service client measured with it would time that too.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(
       "arbiter-bench [flags]: the engine's own candidates and arbiterd, measured side by side in "
       "one run (kernels, selection, service, tuning), written as CSV + Markdown under --out; "
