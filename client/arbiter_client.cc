@@ -90,6 +90,8 @@ grpc::ByteBuffer MatmulRequestBytes(const v1::MatmulRequest& request, LentBytes*
   if (request.has_b_ref()) *fields.mutable_b_ref() = request.b_ref();
   if (request.has_c_ref()) *fields.mutable_c_ref() = request.c_ref();
   fields.set_wait_event(request.wait_event());
+  fields.set_completion(request.completion());
+  *fields.mutable_done_event_slots() = request.done_event_slots();
   fields.GetReflection()->MutableUnknownFields(&fields)->MergeFrom(
       request.GetReflection()->GetUnknownFields(request));
   // Fields may come in any order on the wire: A and B last, each as its tag and
@@ -190,6 +192,17 @@ grpc::Status ArbiterClient::Matmul(const v1::MatmulRequest& request, v1::MatmulR
   }
   if (!status.ok()) return status;
   return ParseMatmulReply(reply, response);
+}
+
+grpc::Status ArbiterClient::GetCompletionEvents(std::vector<std::string>* handles) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::GetCompletionEventsResponse response;
+  grpc::Status status =
+      dispatch_->GetCompletionEvents(&context, v1::GetCompletionEventsRequest(), &response);
+  if (!status.ok()) return status;
+  handles->assign(response.cuda_ipc_event_handles().begin(), response.cuda_ipc_event_handles().end());
+  return grpc::Status::OK;
 }
 
 grpc::Status ArbiterClient::Select(const v1::SelectRequest& request, v1::SelectResponse* response) {

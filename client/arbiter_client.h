@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <grpcpp/channel.h>
 #include <grpcpp/support/byte_buffer.h>
@@ -72,6 +73,9 @@ class ArbiterClient {
                           v1::Region* region);
   grpc::Status UnregisterRegion(const std::string& id);
   grpc::Status ListRegions(v1::ListRegionsResponse* response);  // this session's
+  // The session's completion events (MatmulRequest.completion = EVENT): slot
+  // i's cudaIpcEventHandle_t is (*handles)[i]. client/completion_events.h opens them.
+  grpc::Status GetCompletionEvents(std::vector<std::string>* handles);
 
   // Resident tensors: `bytes` of `data` streamed in chunks of kUploadChunkBytes.
   grpc::Status UploadTensor(const void* data, int64_t bytes, const std::string& label,

@@ -9,6 +9,7 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include "client/completion_events.h"
 #include "client/device_operands.h"
 #include "client/dtype_codec.h"
 #include "client/matmul_check.h"
@@ -120,7 +121,7 @@ const std::set<std::string>& Ctl::Options() {
   static const std::set<std::string> options = {
       "server",  "token-file", "timeout", "m",      "n",           "k",       "dtype",
       "seed",    "samples",    "shape",   "bucket", "candidate",   "reason",  "scope",
-      "service", "determinism", "tuning", "operands", "region-kind", "reach"};
+      "service", "determinism", "tuning", "operands", "region-kind", "reach", "completion"};
   return options;
 }
 
@@ -135,11 +136,13 @@ void Ctl::PrintUsage(std::ostream& os) {
 commands:
   matmul --m M --n N --k K [--dtype f32|f64|f16|bf16] [--seed S] [--samples N]
          [--determinism nondeterministic|run_to_run|batch_invariant] [--tuning sync|async|off]
-         [--operands inline|device [--region-kind auto|memfd|ipc|vmm]]
+         [--operands inline|device [--region-kind auto|memfd|ipc|vmm] [--completion sync|event]]
       run C = A*B on random operands and check a sample of C against a local f64 reference;
       --operands device puts A, B and C in one region shared with the daemon (needs a
       unix: --server on the same node: host shared memory for a CPU daemon, memory on
-      its GPU for a CUDA one) and sends no operand bytes
+      its GPU for a CUDA one) and sends no operand bytes; C is poisoned first, and with
+      --completion event the reply comes before the kernel ends and arbiterctl waits on
+      the completion event it names (CUDA daemons only)
   select --m M --n N --k K [--dtype D] [--determinism ..] [--tuning ..]
       which candidate would serve the problem, and why
   candidates                               every candidate, its contract and eligibility
@@ -302,6 +305,9 @@ int Ctl::Matmul() {
   if (operands != "inline" && operands != "device") {
     return UsageError("--operands: expected inline or device, got \"" + operands + "\"");
   }
+  if (args_.Has("completion") && operands != "device") {
+    return UsageError("--completion: only with --operands device (inline C is complete on arrival)");
+  }
   const Operands ops = RandomOperands(p, seed);
   v1::MatmulResponse response;
   std::string c;
@@ -342,6 +348,8 @@ int Ctl::Matmul() {
     AddField(&out, "device_seconds", response.device_seconds());
     AddField(&out, "seed", static_cast<double>(seed));
     AddField(&out, "operands", operands);
+    AddField(&out, "completion",
+             response.completion() == v1::COMPLETION_EVENT ? "event" : "sync");
     google::protobuf::Struct* c = (*out.mutable_fields())["check"].mutable_struct_value();
     AddBool(c, "passed", check.passed());
     AddField(c, "checked", static_cast<double>(check.checked));
@@ -363,6 +371,10 @@ int Ctl::Matmul() {
         {"source", SourceName(response.source())},
         {"bucket", response.bucket()},
         {"operands", operands == "device" ? "device (zero-copy region)" : "inline"},
+        {"completion", response.completion() == v1::COMPLETION_EVENT
+                           ? "event (slot " + std::to_string(response.event_slot()) +
+                                 "; no device time: the daemon did not wait)"
+                           : "sync"},
         {"device time", FormatSeconds(response.device_seconds()) +
                             (response.device_seconds() > 0
                                  ? " (" + Fixed(flops / response.device_seconds() / 1e9, 1) +
@@ -655,6 +667,10 @@ int Ctl::Quarantine() {
 int Ctl::DeviceMatmul(v1::MatmulRequest* request, const Operands& ops,
                       v1::MatmulResponse* response, std::string* c) {
   const v1::Problem& p = request->problem();
+  const std::string completion = args_.Get("completion", "sync");
+  if (completion != "sync" && completion != "event") {
+    return UsageError("--completion: expected sync or event, got \"" + completion + "\"");
+  }
   v1::ServerInfoResponse info;
   if (grpc::Status s = client_.ServerInfo(&info); !s.ok()) return RpcError("matmul: info", s);
   if (grpc::Status s = client_.OpenSession(); !s.ok()) return RpcError("matmul: session", s);
@@ -678,7 +694,19 @@ int Ctl::DeviceMatmul(v1::MatmulRequest* request, const Operands& ops,
     ref->set_region(region.id());
     ref->set_offset(static_cast<int64_t>(at));
   }
-  const grpc::Status matmul = client_.Matmul(*request, response);
+  // Poisoned (NaN in every dtype): a C the kernel did not write fails the check.
+  if (grpc::Status s = memory->Write(c_at, std::string(c_bytes, '\xff')); !s.ok()) {
+    return RpcError("matmul: poison C", s);
+  }
+  std::unique_ptr<CompletionEvents> events;
+  if (completion == "event") {
+    if (grpc::Status s = CompletionEvents::Open(client_, info.uuid(), &events); !s.ok()) {
+      return RpcError("matmul: completion events", s);
+    }
+    events->Prepare(request);
+  }
+  grpc::Status matmul = client_.Matmul(*request, response);
+  if (matmul.ok() && events != nullptr) matmul = events->Synchronize(*response);
   grpc::Status read = matmul.ok() ? memory->Read(c_at, c_bytes, c) : grpc::Status::OK;
   client_.UnregisterRegion(region.id());  // the session's end would release it too
   if (!matmul.ok()) return RpcError("matmul", matmul);

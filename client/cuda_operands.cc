@@ -26,8 +26,9 @@ grpc::Status CudaError(const char* call, cudaError_t err) {
     if (const cudaError_t err_ = (call); err_ != cudaSuccess) return CudaError(#call, err_); \
   } while (0)
 
-// The device whose UUID is `uuid`; device 0 when `uuid` is empty.
-grpc::Status FindDevice(const std::string& uuid, int* device) {
+}  // namespace
+
+grpc::Status FindCudaDevice(const std::string& uuid, int* device) {
   int count = 0;
   CTL_CUDA(cudaGetDeviceCount(&count));
   for (int d = 0; d < count; ++d) {
@@ -42,6 +43,8 @@ grpc::Status FindDevice(const std::string& uuid, int* device) {
                       "the daemon's GPU " + uuid + " is not visible to arbiterctl (" +
                           std::to_string(count) + " GPUs visible; regions need the same GPU)");
 }
+
+namespace {
 
 template <typename Fn>
 grpc::Status Resolve(const char* symbol, Fn* fn) {
@@ -80,7 +83,7 @@ class CudaOperands final : public DeviceOperands {
   static grpc::Status Create(const std::string& uuid, bool vmm, size_t bytes,
                              std::unique_ptr<DeviceOperands>* out) {
     std::unique_ptr<CudaOperands> o(new CudaOperands);
-    if (grpc::Status s = FindDevice(uuid, &o->device_); !s.ok()) return s;
+    if (grpc::Status s = FindCudaDevice(uuid, &o->device_); !s.ok()) return s;
     CTL_CUDA(cudaSetDevice(o->device_));
     o->bytes_ = bytes;
     o->vmm_ = vmm;

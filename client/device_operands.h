@@ -43,6 +43,9 @@ class DeviceOperands {
 // cuda_operands.cc: GPU memory on the device whose UUID is `uuid` ("" : device 0).
 grpc::Status CreateCudaOperands(const std::string& uuid, bool vmm, size_t bytes,
                                 std::unique_ptr<DeviceOperands>* out);
+// The CUDA ordinal of the GPU whose UUID is `uuid` (device 0 when empty);
+// FAILED_PRECONDITION when this process sees no such GPU.
+grpc::Status FindCudaDevice(const std::string& uuid, int* device);
 #endif
 
 }  // namespace arbiter::client

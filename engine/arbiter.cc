@@ -76,6 +76,7 @@ absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(const ArbiterOptions& o
                                                 *a->verdict_cache_, options.verify_fraction);
   a->regions_ = std::make_unique<RegionTable>(*a->backend_, a->options_.regions);
   a->tensors_ = std::make_unique<TensorTable>(*a->backend_, *a->streams_, a->options_.tensors);
+  a->completions_ = std::make_unique<CompletionTable>(*a->backend_);
   if (!options.tuning_intent_file.empty()) {
     ASSIGN_OR_RETURN(a->journal_, IntentJournal::Open(options.tuning_intent_file));
     RETURN_IF_ERROR(a->QuarantineLeftover());
@@ -471,9 +472,26 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
     io.c_host = operands.c_host;
   }
   io.wait_event = operands.wait_event;
+  RETURN_IF_ERROR(completions_->Acknowledge(peer, operands.done_event_slots));
+  if (operands.complete_by_event && !operands.c_ref) {
+    return absl::InvalidArgumentError(
+        "completion EVENT: C must be named by c_ref (a region); C sent back in the reply is "
+        "complete when the reply arrives");
+  }
+  // Taken before selecting: a backend without events refuses before any measurement.
+  CompletionTable::Claim claim;
+  if (operands.complete_by_event) {
+    ASSIGN_OR_RETURN(claim, completions_->Take(peer));
+    io.events = &claim.events();
+    io.event_slot = claim.slot();
+  }
   RETURN_IF_ERROR(CheckDeadline(options.deadline, "on arrival"));
   ASSIGN_OR_RETURN(const std::shared_ptr<const Selection> selection, SelectValid(p, options));
-  return dispatcher_->Run(p, *selection, options.call(), io);
+  absl::StatusOr<DispatchResult> result = dispatcher_->Run(p, *selection, options.call(), io);
+  // Recorded: the slot stays the client's until acknowledged, and keeps the
+  // regions until its kernel is done. Not recorded: the claim frees it.
+  if (result.ok() && result->by_event) claim.Commit(std::move(io.hold));
+  return result;
 }
 
 absl::StatusOr<Verdict> Arbiter::Tune(const Problem& p, const CallContext& caller) {

@@ -47,6 +47,7 @@
 
 #include "engine/backend.h"
 #include "engine/call_context.h"
+#include "engine/completion_table.h"
 #include "engine/dispatcher.h"
 #include "engine/intent_journal.h"
 #include "engine/forces.h"
@@ -120,6 +121,12 @@ struct MatmulOperands {
   std::vector<HostPiece> a, b;
   void* c_host = nullptr;    // where inline C goes (c_bytes()); null: DispatchResult::c
   std::string wait_event;    // a shared event to wait on before reading A and B; empty: none
+  // Completion by event (C in a region): one of the peer's CompletionTable
+  // slots is recorded after the kernel and named in DispatchResult::event_slot.
+  bool complete_by_event = false;
+  // The peer's slots it has waited on, freed (CompletionTable::Acknowledge)
+  // before anything else is done.
+  std::vector<int> done_event_slots;
 };
 
 // Device addresses must be multiples of this: every candidate is measured on
@@ -188,6 +195,8 @@ class Arbiter {
   // Client memory mapped for zero-copy operands, and resident tensors.
   RegionTable& regions() { return *regions_; }
   TensorTable& tensors() { return *tensors_; }
+  // Each peer's events for completion by event.
+  CompletionTable& completions() { return *completions_; }
 
   // Measures now, whatever the tuning policy (an operator's request), while `caller`
   // waits: `p`'s own verdict when its bucket has a fresh verdict measured at another
@@ -298,6 +307,7 @@ class Arbiter {
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<RegionTable> regions_;
   std::unique_ptr<TensorTable> tensors_;
+  std::unique_ptr<CompletionTable> completions_;  // after regions_: its slots hold regions
   std::unique_ptr<Tuner> tuner_;
   std::unique_ptr<StoreSubscription> subscription_;  // last: ends before any room goes
 };

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 
 #include "engine/problem.h"
@@ -140,6 +141,25 @@ class Stream {
   virtual absl::Status FillRandom(Buffer& buf, DType dtype, size_t count, uint64_t seed);
 };
 
+// Events this backend records on its streams and shares with another process
+// (a client waiting for a Matmul's C without the reply waiting for the kernel):
+// a fixed ring, each exported once. On CUDA, interprocess events
+// (cudaEventInterprocess | cudaEventDisableTiming) and their 64-byte
+// cudaIpcEventHandle_t.
+// Not thread-safe per slot: one dispatch records or waits on a slot at a time
+// (CompletionTable hands the slots out).
+class SharedEvents {
+ public:
+  virtual ~SharedEvents() = default;
+  virtual size_t size() const = 0;
+  // What another process opens slot `slot` by.
+  virtual std::string handle(size_t slot) const = 0;
+  // Records `slot` on `stream`: it completes once the work enqueued there before it has.
+  virtual absl::Status Record(size_t slot, Stream& stream) = 0;
+  // Waits on the host until `slot`'s last record has completed (at once if never recorded).
+  virtual absl::Status Synchronize(size_t slot) = 0;
+};
+
 // How host buffers a caller keeps for reuse are got and given back. Neither
 // function refers to the backend that handed them out, so buffers may outlive it.
 struct HostAllocator {
@@ -169,6 +189,15 @@ class Backend {
   // than `source.bytes`, on another device, or cannot be mapped.
   virtual absl::StatusOr<std::unique_ptr<Buffer>> MapRegion(const RegionSource& source) {
     return absl::UnimplementedError("this backend maps no client memory");
+  }
+  // `count` events shared with a client process (SharedEvents). FAILED_PRECONDITION,
+  // saying why, where there are none: the CPU backend completes every
+  // dispatch before it returns, so there is nothing to wait on.
+  virtual absl::StatusOr<std::unique_ptr<SharedEvents>> CreateSharedEvents(size_t count) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "completion EVENT: the ", info().backend,
+        " backend shares no events with clients; it completes every Matmul before replying, so "
+        "ask for COMPLETION_SYNC (the default)"));
   }
   // The SM (core) clock now, in MHz, where the device reports one (a GPU through
   // NVML); nullopt where it does not. Read during a race and kept in the verdict.

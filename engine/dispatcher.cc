@@ -48,6 +48,11 @@ absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection
     return absl::InternalError(absl::StrCat("selected candidate ", sel.candidate, " has no ",
                                             DTypeName(p.dtype), " entry point"));
   }
+  if (io.events != nullptr && io.c_device == nullptr) {
+    return absl::InvalidArgumentError(
+        "completion EVENT: C must be written on the device (c_ref, a region); C sent back in the "
+        "reply is complete when the reply arrives");
+  }
   using Clock = std::chrono::steady_clock;
   auto seconds_since = [](Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
@@ -82,13 +87,26 @@ absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection
     }
     if (da != nullptr || db != nullptr) r.stages.h2d_seconds = seconds_since(copy_in);
 
+    // Sampled or not is known before launch: a sampled dispatch waits for its
+    // kernel even when the client asked for an event.
+    const bool sampled = SampleForVerification();
+    const bool by_event = io.events != nullptr && !sampled;
     const Clock::time_point launch = Clock::now();
     if (!io.wait_event.empty()) RETURN_IF_ERROR(stream->WaitSharedEvent(io.wait_event));
     const GemmArgs args{p, a, b, c, stream.get()};
-    RETURN_IF_ERROR(stream->TimerStart());
+    // Without a wait for the kernel there is no device time to read: no timer.
+    if (!by_event) RETURN_IF_ERROR(stream->TimerStart());
     if (absl::Status s = member->run(args); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(sel.candidate, " failed on ", p.ToString(), ": ",
                                                  s.message()));
+    }
+    if (by_event) {
+      RETURN_IF_ERROR(io.events->Record(io.event_slot, *stream));
+      r.stages.launch_seconds = seconds_since(launch);
+      r.selection = sel;
+      r.by_event = true;
+      r.event_slot = io.event_slot;
+      return r;
     }
     RETURN_IF_ERROR(stream->TimerStop());
     const Clock::time_point enqueued = Clock::now();
@@ -112,7 +130,12 @@ absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection
     // Else C is in the caller's region, already complete (ElapsedSeconds waited):
     // a second wait (a stream synchronize) would only add its own latency.
     r.selection = sel;
-    if (SampleForVerification()) {
+    if (io.events != nullptr) {  // sampled: C is complete, and the event says so at once
+      RETURN_IF_ERROR(io.events->Record(io.event_slot, *stream));
+      r.by_event = true;
+      r.event_slot = io.event_slot;
+    }
+    if (sampled) {
       // A failed check quarantines the candidate but the (already computed) result is still
       // returned with the error logged: the client asked for this kernel's answer.
       BufferView va(a, p.a_bytes()), vb(b, p.b_bytes()), vc(c, p.c_bytes());

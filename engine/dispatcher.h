@@ -54,8 +54,10 @@ struct DispatchStages {
 struct DispatchResult {
   std::vector<uint8_t> c;  // C, unless the caller gave it somewhere to go (DispatchIo)
   Selection selection;
-  double device_seconds = 0;  // the kernel alone, by the device timer
+  double device_seconds = 0;  // the kernel alone, by the device timer; 0 when not waited for
   DispatchStages stages;
+  bool by_event = false;  // C completes when DispatchIo's event does, maybe after the return
+  size_t event_slot = 0;  // with by_event: DispatchIo::event_slot
 };
 
 // Where one operand is: bytes on the host, in one piece or several (gathered
@@ -78,6 +80,12 @@ struct DispatchIo {
   // Keeps the regions and tensors the addresses point into alive until the
   // dispatch ends.
   std::vector<std::shared_ptr<const void>> hold;
+  // Completion by event (C on the device only): when set, slot `event_slot` of
+  // `events` is recorded after the kernel and the dispatch returns without
+  // waiting for the device - so with no device time - unless it is sampled for
+  // verification, which waits first.
+  SharedEvents* events = nullptr;
+  size_t event_slot = 0;
 };
 
 // DEADLINE_EXCEEDED, saying how long ago and at which point (`where`), once
@@ -111,8 +119,9 @@ class Dispatcher {
   absl::StatusOr<DispatchResult> Run(const Problem& p, const Selection& selection,
                                      const CallContext& caller, const void* a, const void* b);
   // The same with operands anywhere (DispatchIo). C written on the device is
-  // complete when Run returns: the host waits for the device timer's stop,
-  // enqueued after everything the candidate enqueued.
+  // complete when Run returns - the host waits for the device timer's stop,
+  // enqueued after everything the candidate enqueued - or, with io.events, when
+  // that event completes. INVALID_ARGUMENT for io.events with C on the host.
   absl::StatusOr<DispatchResult> Run(const Problem& p, const Selection& selection,
                                      const CallContext& caller, const DispatchIo& io);
 

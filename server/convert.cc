@@ -86,6 +86,21 @@ absl::StatusOr<std::optional<TuningPolicy>> TuningFromProto(v1::TuningPolicy t) 
       "; expected one of TUNING_POLICY_SYNC, TUNING_POLICY_ASYNC, TUNING_POLICY_OFF"));
 }
 
+absl::StatusOr<bool> CompletionFromProto(v1::Completion c) {
+  switch (c) {
+    case v1::COMPLETION_UNSPECIFIED:
+    case v1::COMPLETION_SYNC:
+      return false;
+    case v1::COMPLETION_EVENT:
+      return true;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "completion: unknown value ", static_cast<int>(c),
+      "; expected COMPLETION_SYNC or COMPLETION_EVENT"));
+}
+
 absl::StatusOr<RegionKind> RegionKindFromProto(v1::RegionKind kind) {
   switch (kind) {
     case v1::REGION_KIND_HOST_MEMFD:

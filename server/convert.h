@@ -28,6 +28,8 @@ absl::StatusOr<Determinism> DeterminismFromProto(v1::Determinism d);
 absl::StatusOr<std::optional<TuningPolicy>> TuningFromProto(v1::TuningPolicy t);
 // Unspecified means fleet.
 absl::StatusOr<Reach> ReachFromProto(v1::Reach r);
+// Whether C completes by event (EVENT); unspecified means SYNC (false).
+absl::StatusOr<bool> CompletionFromProto(v1::Completion c);
 
 // Unspecified or unknown: INVALID_ARGUMENT naming the kinds.
 absl::StatusOr<RegionKind> RegionKindFromProto(v1::RegionKind kind);

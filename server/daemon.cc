@@ -414,6 +414,7 @@ absl::Status Daemon::Start() {
                         [arbiter = arbiter_.get()](const Peer& peer) {
                           const int regions = arbiter->regions().ReleaseOwner(peer.owner());
                           const int tensors = arbiter->tensors().ReleaseOwner(peer.owner());
+                          arbiter->completions().ReleaseOwner(peer.owner());
                           if (regions + tensors > 0) {
                             spdlog::info("{} ended: released {} regions and {} resident tensors",
                                          peer.ToString(), regions, tensors);

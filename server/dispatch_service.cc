@@ -121,7 +121,8 @@ absl::StatusOr<Peer> DispatchService::Caller(const grpc::ServerContext& context,
                            " and send the token it answers as \"", kSessionMetadata, "\" metadata")
             : std::string("this daemon has no Unix listener (--listen unix:/path), so no sessions");
     return absl::FailedPreconditionError(absl::StrCat(
-        need_session ? "regions belong to a session" : "over a Unix socket, resident tensors belong to a session",
+        need_session ? "regions and completion events belong to a session"
+                     : "over a Unix socket, resident tensors belong to a session",
         ": ", how));
   }
   Peer peer;
@@ -227,9 +228,18 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
   if (!operands.a_ref) RETURN_IF_ERROR(CheckOperandBytes("a", problem, TotalBytes(a)));
   if (!operands.b_ref) RETURN_IF_ERROR(CheckOperandBytes("b", problem, TotalBytes(b)));
   if (!operands.c_ref) RETURN_IF_ERROR(CheckReplyFits(problem, options_.max_message_bytes));
+  ASSIGN_OR_RETURN(operands.complete_by_event, CompletionFromProto(request.completion()));
+  if (operands.complete_by_event && !operands.c_ref) {
+    return absl::InvalidArgumentError(
+        "completion: COMPLETION_EVENT needs C in a region (c_ref); C sent back in the reply is "
+        "complete when the reply arrives");
+  }
+  operands.done_event_slots.assign(request.done_event_slots().begin(),
+                                   request.done_event_slots().end());
   Peer peer;
-  if (regions || tensors) {
-    ASSIGN_OR_RETURN(peer, Caller(context, regions));
+  // Completion events, like regions, belong to a session.
+  if (regions || tensors || !operands.done_event_slots.empty()) {
+    ASSIGN_OR_RETURN(peer, Caller(context, regions || !operands.done_event_slots.empty()));
   }
   SelectOptions options;
   ASSIGN_OR_RETURN(options.required, DeterminismFromProto(request.required_determinism()));
@@ -251,6 +261,8 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
   response->set_source(VerdictSourceToProto(result.selection.source));
   response->set_device_seconds(result.device_seconds);
   response->set_bucket(result.selection.bucket.ToString());
+  response->set_completion(result.by_event ? v1::COMPLETION_EVENT : v1::COMPLETION_SYNC);
+  if (result.by_event) response->set_event_slot(static_cast<int32_t>(result.event_slot));
   if (options_.metrics != nullptr) {
     const DispatchStages& s = result.stages;
     const double handler =
@@ -262,7 +274,8 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
     // Operands named by reference cross no bus: no h2d or d2h to record.
     if (s.h2d_seconds > 0) options_.metrics->ObserveStage(DispatchStage::kH2D, s.h2d_seconds);
     options_.metrics->ObserveStage(DispatchStage::kLaunch, s.launch_seconds);
-    options_.metrics->ObserveStage(DispatchStage::kKernel, s.kernel_seconds);
+    // Completed by event: the daemon never waited for the kernel.
+    if (!result.by_event) options_.metrics->ObserveStage(DispatchStage::kKernel, s.kernel_seconds);
     if (s.d2h_seconds > 0) options_.metrics->ObserveStage(DispatchStage::kD2H, s.d2h_seconds);
   }
   if (spdlog::should_log(spdlog::level::debug)) {
@@ -347,6 +360,9 @@ grpc::Status DispatchService::UnregisterRegion(grpc::ServerContext* context,
                                                v1::UnregisterRegionResponse* response) {
   absl::StatusOr<Peer> peer = Caller(*context, /*need_session=*/true);
   if (!peer.ok()) return Reply(*context, "unregister-region", peer.status());
+  // Kernels completing by event may still use it: they end, and their slots
+  // let go of it, before it is unmapped.
+  arbiter_.completions().Settle(*peer);
   return Reply(*context, "unregister-region", arbiter_.regions().Unregister(*peer, request->id()));
 }
 
@@ -404,6 +420,22 @@ grpc::Status DispatchService::ListTensors(grpc::ServerContext* context,
   absl::StatusOr<Peer> peer = Caller(*context, /*need_session=*/false);
   if (!peer.ok()) return Reply(*context, "list-tensors", peer.status());
   for (const TensorInfo& t : arbiter_.tensors().List(&*peer)) ToProto(t, response->add_tensors());
+  return grpc::Status::OK;
+}
+
+grpc::Status DispatchService::GetCompletionEvents(grpc::ServerContext* context,
+                                                  const v1::GetCompletionEventsRequest* request,
+                                                  v1::GetCompletionEventsResponse* response) {
+  absl::StatusOr<Peer> peer = Caller(*context, /*need_session=*/true);
+  if (!peer.ok()) return Reply(*context, "get-completion-events", peer.status());
+  absl::StatusOr<std::vector<std::string>> handles = arbiter_.completions().Handles(*peer);
+  if (!handles.ok()) return Reply(*context, "get-completion-events", handles.status());
+  if (!options_.sessions->Alive(peer->session)) {  // it ended meanwhile: nobody to own them
+    arbiter_.completions().ReleaseOwner(peer->owner());
+    return Reply(*context, "get-completion-events",
+                 absl::UnavailableError(absl::StrCat(peer->ToString(), " ended meanwhile")));
+  }
+  for (std::string& h : *handles) response->add_cuda_ipc_event_handles(std::move(h));
   return grpc::Status::OK;
 }
 

@@ -103,6 +103,9 @@ class DispatchService final : public v1::Dispatch::Service {
                              v1::ReleaseTensorResponse* response) override;
   grpc::Status ListTensors(grpc::ServerContext* context, const v1::ListTensorsRequest* request,
                            v1::ListTensorsResponse* response) override;
+  grpc::Status GetCompletionEvents(grpc::ServerContext* context,
+                                   const v1::GetCompletionEventsRequest* request,
+                                   v1::GetCompletionEventsResponse* response) override;
 
  private:
   using MatmulStream = grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>;

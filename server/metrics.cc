@@ -382,7 +382,8 @@ void Metrics::OnDispatch(const Problem& p, const Selection& s, double device_sec
                     {"source", selected ? std::string(VerdictSourceName(s.source)) : "none"},
                     {"outcome", CodeName(status.code())}})
       .Increment();
-  if (status.ok() && selected) {
+  // No device time: completed by event, the daemon never waited for the kernel.
+  if (status.ok() && selected && device_seconds > 0) {
     Get(kernel_seconds_, {{"candidate", s.candidate}, {"dtype", std::string(DTypeName(p.dtype))}})
         .Observe(device_seconds);
   }

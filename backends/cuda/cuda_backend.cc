@@ -14,6 +14,7 @@
 #include "spdlog/spdlog.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_regions.h"
+#include "backends/cuda/cuda_shared_events.h"
 #include "backends/cuda/cuda_stream.h"
 #include "backends/cuda/cuda_uuid.h"
 #include "backends/cuda/device_pool.h"
@@ -210,6 +211,11 @@ absl::StatusOr<std::unique_ptr<Buffer>> CudaBackend::MapRegion(const RegionSourc
   return absl::UnimplementedError(absl::StrCat(
       "the cuda backend maps GPU memory (REGION_KIND_CUDA_VMM_FD, REGION_KIND_CUDA_IPC), not ",
       RegionKindName(source.kind)));
+}
+
+absl::StatusOr<std::unique_ptr<SharedEvents>> CudaBackend::CreateSharedEvents(size_t count) {
+  RETURN_IF_ERROR(StickyError());
+  return CreateCudaSharedEvents(impl_->options.device, count);
 }
 
 std::optional<double> CudaBackend::SmClockMhz() const {

@@ -73,6 +73,8 @@ class CudaBackend final : public arbiter::Backend {
     return {RegionKind::kCudaVmmFd, RegionKind::kCudaIpc};
   }
   absl::StatusOr<std::unique_ptr<Buffer>> MapRegion(const RegionSource& source) override;
+  // Interprocess events for completion by event (cuda_shared_events.h).
+  absl::StatusOr<std::unique_ptr<SharedEvents>> CreateSharedEvents(size_t count) override;
   // Through NVML (nvml_clock.h); nullopt where libnvidia-ml.so.1 is not there.
   std::optional<double> SmClockMhz() const override;
   // cudaHostAlloc'd (page-locked, portable) memory: the streams' copies to and

@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/src/sections.h"
 #include "client/arbiter_client.h"
+#include "client/completion_events.h"
 #include "client/device_operands.h"
 #include "client/matmul_check.h"
 #include "client/session.h"
@@ -378,16 +379,60 @@ struct ZeroCopyRun {
   // The daemon's stages of the timed (blocking) calls, in kStages' order: the
   // mean of each over the calls that recorded it; -1 where none did.
   std::vector<double> stages;
+  // The same calls with completion EVENT, each timed until the client's wait on
+  // its event (cudaEventSynchronize) returned; -1 where the daemon has no events.
+  double event_e2e_s = -1;
 };
+
+// `repeats` Matmuls of `req` with completion EVENT (the blocking client), each
+// timed from the call to the return of the client's wait on the event it names;
+// the first, on C poisoned before it, is checked against the reference, not timed.
+absl::StatusOr<double> EventMatmuls(client::ArbiterClient& ctl, client::CompletionEvents& events,
+                                    client::DeviceOperands& memory, v1::MatmulRequest req,
+                                    size_t c_at, const client::Operands& ops, int repeats) {
+  const Problem p{static_cast<DType>(req.problem().dtype()), req.problem().m(), req.problem().n(),
+                  req.problem().k()};
+  std::vector<double> e2e;
+  for (int i = 0; i <= repeats; ++i) {
+    if (i == 0) {
+      if (grpc::Status s = memory.Write(c_at, std::string(p.c_bytes(), '\xff')); !s.ok()) {
+        return absl::InternalError(absl::StrCat("poison C: ", s.error_message()));
+      }
+    }
+    events.Prepare(&req);
+    v1::MatmulResponse resp;
+    const Clock::time_point t0 = Clock::now();
+    grpc::Status s = ctl.Matmul(req, &resp);
+    if (s.ok()) s = events.Synchronize(resp);
+    const double seconds = Since(t0);
+    if (!s.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("zero-copy Matmul ", p.ToString(), " (completion EVENT): ", s.error_message()));
+    }
+    if (i > 0) {
+      e2e.push_back(seconds);
+      continue;
+    }
+    std::string c;
+    if (grpc::Status r = memory.Read(c_at, p.c_bytes(), &c); !r.ok()) {
+      return absl::InternalError(absl::StrCat("read C: ", r.error_message()));
+    }
+    RETURN_IF_ERROR(CheckReply(ctl, req.problem(), ops, c, resp.candidate(),
+                               absl::StrCat("zero-copy Matmul ", p.ToString(), " (completion EVENT)")));
+  }
+  return Summarize(e2e).median;
+}
 
 // Matmul on A, B and C in one region of the daemon's device memory (the
 // client's session must be open): operands written once, C checked against the
 // reference on the first call, then `repeats` timed calls.
 // The stages' deltas between two scrapes come from the histogram's sums and
 // counts; `polling` makes the same timed calls again from a PollingClient.
+// With `events`, the same calls again with completion EVENT (EventMatmuls).
 absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl, PollingClient& polling,
-                                           int metrics_port, const v1::ServerInfoResponse& info,
-                                           const Problem& p, const std::vector<uint8_t>& a,
+                                           client::CompletionEvents* events, int metrics_port,
+                                           const v1::ServerInfoResponse& info, const Problem& p,
+                                           const std::vector<uint8_t>& a,
                                            const std::vector<uint8_t>& b, int repeats) {
   v1::MatmulRequest req;
   *req.mutable_problem() = WireProblem(p);
@@ -454,6 +499,11 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl, PollingCl
     after = *std::move(scraped);
     if (StageDelta(before, after, "send").second >= repeats) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a bench's poll, not a test's
+  }
+  if (events != nullptr && status.ok()) {
+    absl::StatusOr<double> by_event = EventMatmuls(ctl, *events, *memory, req, c_at, ops, repeats);
+    if (by_event.ok()) run.event_e2e_s = *by_event;
+    status = by_event.status();
   }
   for (int i = 0; i < repeats && status.ok(); ++i) {
     v1::MatmulResponse resp;
@@ -582,7 +632,8 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
   out.zero_copy = Table(columns({"transport", "path", "dtype", "n", "candidate", "e2e_s",
                                  "daemon_device_s", "empty_rpc_p50_s", "target_s", "e2e_vs_target"},
                                 {"client_and_wire_s", "polling_e2e_s", "polling_empty_rpc_p50_s",
-                                 "polling_e2e_vs_target", "polling_idle_empty_rpc_s"}));
+                                 "polling_e2e_vs_target", "polling_idle_empty_rpc_s",
+                                 "event_e2e_s", "event_e2e_vs_target"}));
   // receive_gb_per_s: the request's bytes over the median receive stage; then
   // each stage's median, and the rest of the median end to end.
   out.wire = Table(columns({"transport", "request_mib", "calls", "e2e_min_s", "e2e_median_s",
@@ -717,9 +768,19 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
         polled_empty.push_back(Since(t0));
       }
       const double polling_empty_p50 = Quantile(polled_empty, 0.5);
+      // Completion by event where the daemon has events to share (a GPU's).
+      std::unique_ptr<client::CompletionEvents> events;
+      if (grpc::Status s = client::CompletionEvents::Open(ctl, info.uuid(), &events); !s.ok()) {
+        if (s.error_code() != grpc::StatusCode::FAILED_PRECONDITION) {
+          return absl::UnavailableError(absl::StrCat("completion events: ", s.error_message()));
+        }
+        if (o.verbose) std::cerr << "service zero-copy: no event columns: " << s.error_message() << "\n";
+        events.reset();
+      }
       for (const auto& [p, a, b] : zero_copy_sizes) {
-        ASSIGN_OR_RETURN(const ZeroCopyRun run, ZeroCopyMatmul(ctl, polling, metrics_port, info, p,
-                                                               a, b, o.matmul_repeats));
+        ASSIGN_OR_RETURN(const ZeroCopyRun run,
+                         ZeroCopyMatmul(ctl, polling, events.get(), metrics_port, info, p, a, b,
+                                        o.matmul_repeats));
         const double target = run.device_s + 2 * empty_p50;
         const double polling_target = run.device_s + 2 * polling_empty_p50;
         std::vector<std::string> row = {t.name, absl::StrCat("zero-copy ", run.kind),
@@ -736,11 +797,18 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
         row.push_back(Sci(polling_empty_p50));
         row.push_back(Fixed(run.polling_e2e_s / polling_target, 3));
         row.push_back(Sci(run.polling_idle_empty_s));
+        row.push_back(run.event_e2e_s < 0 ? "" : Sci(run.event_e2e_s));
+        row.push_back(run.event_e2e_s < 0 ? "" : Fixed(run.event_e2e_s / target, 3));
         out.zero_copy.Add(row);
         if (o.verbose) {
           std::cerr << "service " << t.name << " zero-copy matmul " << p << ": "
                     << Fixed(run.e2e_s / target, 2) << "x the target ("
-                    << Fixed(run.polling_e2e_s / polling_target, 2) << "x from a polling client)\n";
+                    << Fixed(run.polling_e2e_s / polling_target, 2) << "x from a polling client"
+                    << (run.event_e2e_s < 0
+                            ? ""
+                            : absl::StrCat(", ", Fixed(run.event_e2e_s / target, 2),
+                                           "x with completion EVENT"))
+                    << ")\n";
         }
       }
     }

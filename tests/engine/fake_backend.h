@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -125,6 +126,50 @@ class FakeStream final : public Stream {
   bool timer_running_ = false;
 };
 
+// A mapped region's stand-in: host memory aligned as a device allocation is
+// (every ref must be 256-byte aligned), zero-filled.
+class FakeRegion final : public Buffer {
+ public:
+  explicit FakeRegion(size_t bytes)
+      : bytes_(bytes), data_(std::aligned_alloc(256, (bytes + 255) / 256 * 256)) {
+    std::memset(data_, 0, bytes);
+  }
+  ~FakeRegion() override { std::free(data_); }
+  void* data() override { return data_; }
+  size_t bytes() const override { return bytes_; }
+
+ private:
+  size_t bytes_;
+  void* data_;
+};
+
+// What a FakeBackend's shared events saw, per slot: records and host waits.
+struct EventLog {
+  std::mutex mu;
+  std::map<size_t, int> records, syncs;
+};
+
+class FakeSharedEvents final : public SharedEvents {
+ public:
+  FakeSharedEvents(size_t count, std::shared_ptr<EventLog> log) : count_(count), log_(std::move(log)) {}
+  size_t size() const override { return count_; }
+  std::string handle(size_t slot) const override { return "fake-event-" + std::to_string(slot); }
+  absl::Status Record(size_t slot, Stream&) override {
+    std::lock_guard lock(log_->mu);
+    ++log_->records[slot];
+    return absl::OkStatus();
+  }
+  absl::Status Synchronize(size_t slot) override {
+    std::lock_guard lock(log_->mu);
+    ++log_->syncs[slot];
+    return absl::OkStatus();
+  }
+
+ private:
+  const size_t count_;
+  std::shared_ptr<EventLog> log_;
+};
+
 class FakeBackend final : public Backend {
  public:
   // `name` is part of the fingerprint: fakes of different names never share verdicts.
@@ -153,8 +198,27 @@ class FakeBackend final : public Backend {
     std::lock_guard lock(health_mu_);
     health_ = std::move(status);
   }
+  // From now on the backend shares events (FakeSharedEvents, logging to the
+  // result) and maps host-memfd regions as fresh host buffers of their size.
+  std::shared_ptr<EventLog> ShareEvents() {
+    events_ = std::make_shared<EventLog>();
+    return events_;
+  }
+  absl::StatusOr<std::unique_ptr<SharedEvents>> CreateSharedEvents(size_t count) override {
+    if (events_ == nullptr) return Backend::CreateSharedEvents(count);
+    return std::make_unique<FakeSharedEvents>(count, events_);
+  }
+  std::vector<RegionKind> RegionKinds() const override {
+    if (events_ == nullptr) return {};
+    return {RegionKind::kHostMemfd};
+  }
+  absl::StatusOr<std::unique_ptr<Buffer>> MapRegion(const RegionSource& source) override {
+    if (events_ == nullptr) return Backend::MapRegion(source);
+    return std::make_unique<FakeRegion>(static_cast<size_t>(source.bytes));
+  }
 
  private:
+  std::shared_ptr<EventLog> events_;
   DeviceInfo info_;
   mutable std::mutex health_mu_;
   absl::Status health_;

@@ -55,6 +55,9 @@ v1::MatmulRequest Request() {
   r.mutable_c_ref()->set_region("r-7");
   r.mutable_c_ref()->set_offset(4096);
   r.set_wait_event(std::string(64, 'e'));
+  r.set_completion(v1::COMPLETION_EVENT);
+  r.add_done_event_slots(3);
+  r.add_done_event_slots(0);
   return r;
 }
 

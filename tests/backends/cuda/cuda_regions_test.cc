@@ -204,6 +204,19 @@ TEST_F(CudaRegionsTest, BadOffsetsAreRefusedBeforeLaunchOnBothPaths) {
   }
 }
 
+TEST_F(CudaRegionsTest, CompletionEventsSignalCAndASlotIsNotReusedBeforeItsAck) {
+  for (const char* kind : {"vmm", "ipc"}) {
+    auto peer = Peer({"event", kind}, std::string("event-") + kind + ".log");
+    EXPECT_EQ(peer->Wait(), 0) << kind << ":\n" << peer->Log() << daemon_->Log();
+    std::printf("REGIONS event %s:\n%s\n", kind, peer->Log().c_str());
+  }
+  auto ctl = Ctl({"matmul", "--m", "77", "--n", "3000", "--k", "130", "--dtype", "f16",
+                  "--samples", "0", "--operands", "device", "--completion", "event"},
+                 "ctl-event.log");
+  EXPECT_EQ(ctl->Wait(), 0) << ctl->Log() << daemon_->Log();
+  EXPECT_NE(ctl->Log().find("event (slot"), std::string::npos) << ctl->Log();
+}
+
 TEST_F(CudaRegionsTest, AKilledClientsRegionsAreReleasedAndTheDaemonKeepsServing) {
   for (const char* kind : {"vmm", "ipc"}) {
     auto holder = Peer({"hold", kind, std::to_string(64 << 20)}, std::string("hold-") + kind + ".log");
