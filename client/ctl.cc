@@ -270,14 +270,20 @@ bool Ctl::ParseSelectOptions(v1::Determinism* determinism, v1::TuningPolicy* tun
   return true;
 }
 
-int Ctl::Matmul() {
-  v1::MatmulRequest request;
-  if (!ParseProblem(request.mutable_problem())) return kExitUsage;
+template <typename Request>
+bool Ctl::ParseSelectRequest(Request* request) {
+  if (!ParseProblem(request->mutable_problem())) return false;
   v1::Determinism determinism;
   v1::TuningPolicy tuning;
-  if (!ParseSelectOptions(&determinism, &tuning)) return kExitUsage;
-  request.set_required_determinism(determinism);
-  request.set_tuning(tuning);
+  if (!ParseSelectOptions(&determinism, &tuning)) return false;
+  request->set_required_determinism(determinism);
+  request->set_tuning(tuning);
+  return true;
+}
+
+int Ctl::Matmul() {
+  v1::MatmulRequest request;
+  if (!ParseSelectRequest(&request)) return kExitUsage;
   const v1::Problem& p = request.problem();
   if (ElementBytes(p.dtype()) == 0 || p.m() <= 0 || p.n() <= 0 || p.k() <= 0) {
     // The daemon would refuse it too; don't build operands for it.
@@ -406,12 +412,7 @@ void Ctl::PrintVerdict(const v1::Verdict& v) {
 
 int Ctl::Select() {
   v1::SelectRequest request;
-  if (!ParseProblem(request.mutable_problem())) return kExitUsage;
-  v1::Determinism determinism;
-  v1::TuningPolicy tuning;
-  if (!ParseSelectOptions(&determinism, &tuning)) return kExitUsage;
-  request.set_required_determinism(determinism);
-  request.set_tuning(tuning);
+  if (!ParseSelectRequest(&request)) return kExitUsage;
   v1::SelectResponse response;
   if (grpc::Status s = client_.Select(request, &response); !s.ok()) return RpcError("select", s);
   return Reply(response, [&] {

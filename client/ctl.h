@@ -60,7 +60,12 @@ class Ctl {
   // matmul --operands device: A and B written into a region, C read back from it.
   int DeviceMatmul(v1::MatmulRequest* request, const Operands& ops, v1::MatmulResponse* response,
                    std::string* c);
+  // --determinism and --tuning (unspecified when absent); false after a usage error.
   bool ParseSelectOptions(v1::Determinism* determinism, v1::TuningPolicy* tuning);
+  // The problem and selection options of a MatmulRequest or SelectRequest, which
+  // share those fields; false after a usage error.
+  template <typename Request>
+  bool ParseSelectRequest(Request* request);
   int RpcError(const char* what, const grpc::Status& status);
   int UsageError(const std::string& message);
   void PrintJson(const google::protobuf::Message& message);
