@@ -350,14 +350,17 @@ std::vector<Candidate> Candidates() {
                  },
                  SkinnyWide});
   // The coverage kernels/wgmma_bt/wgmma_bt_candidate.cc registers, and the
-  // same kernel with one CTA per strip (no K split), to see what splitting buys.
+  // same kernel with 1, 2, 4 and 8 CTAs per strip, to see what the plan's split count buys.
   const auto bt_covers = [aligned](const Op& op) {
     return aligned(op) && op.m >= k::kWgmmaBtRacedMinM && op.m <= k::kWgmmaBtRacedMaxM;
   };
   out.push_back({"wgmma_bt", k::kWgmmaBtBudgetAbs, k::kWgmmaBtBudgetRel, bt_covers,
                  [](const Op& op, cudaStream_t s) { WgmmaBt(op, 0, s); }});
-  out.push_back({"wgmma_bt_s1", k::kWgmmaBtBudgetAbs, k::kWgmmaBtBudgetRel, bt_covers,
-                 [](const Op& op, cudaStream_t s) { WgmmaBt(op, 1, s); }, false});
+  for (int splits : {1, 2, 4, 8}) {
+    out.push_back({"wgmma_bt_s" + std::to_string(splits), k::kWgmmaBtBudgetAbs, k::kWgmmaBtBudgetRel,
+                   bt_covers, [splits](const Op& op, cudaStream_t s) { WgmmaBt(op, splits, s); },
+                   false});
+  }
   return out;
 }
 

@@ -48,6 +48,12 @@ timeout $(( $(left) - 45 )) "$work/bench/run" transformer_bench --no-claims --re
   --shapes "$dir/transformer-shapes.txt" > "$logs/list.log" 2>&1
 echo "list rc=$? in $(( $(date +%s) - start ))s"
 
+if command -v compute-sanitizer > /dev/null && (( $(left) > 50 )); then
+  LD_LIBRARY_PATH="$work/tests/lib:/usr/local/cuda/lib64" timeout 35 \
+    compute-sanitizer --tool memcheck "$work/tests/bin/wgmma_bt_tests" \
+    --gtest_filter='WgmmaBtTest.LaunchGeometryAtEverySplitCount' > "$logs/memcheck.log" 2>&1
+  echo "memcheck rc=$? ($(grep -E 'ERROR SUMMARY' "$logs/memcheck.log" | tail -1))"
+fi
 if command -v cuobjdump > /dev/null; then
   cuobjdump -sass "$work/bench/bin/transformer_bench" 2>/dev/null |
     awk '/Function : / {fn=$3} /HGMMA/ {w[fn]++} /LDL|STL/ {s[fn]++} /Function : .*WgmmaBt/ {b[$3]=1}

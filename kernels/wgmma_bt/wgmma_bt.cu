@@ -167,18 +167,21 @@ __device__ __forceinline__ uint2 PackQuad(float4 v) {
 
 // Producer: one thread keeps the ring full; the stage's full barrier completes
 // when its weight boxes and token box have landed.
+// Weight boxes wholly past N are not loaded: their consumer's columns are
+// never stored, and each column of C depends only on that column of B.
 template <class Cfg>
 __device__ __forceinline__ void Produce(const CUtensorMap* map_a, const CUtensorMap* map_b,
                                         uint32_t ring, uint32_t full_base, uint32_t empty_base,
-                                        int n0, int t0, int kb_begin, int kb_end) {
+                                        int n, int n0, int t0, int kb_begin, int kb_end) {
+  const int boxes = min(Cfg::kConsumers, (n - n0 + 63) / 64);
+  const uint32_t bytes = boxes * kWeightBoxBytes + Cfg::kTokenBytes;
   for (int kb = kb_begin, it = 0; kb < kb_end; ++kb, ++it) {
     const int s = it % Cfg::kStages;
     BarrierWait(empty_base + 8 * s, ((it / Cfg::kStages) & 1) ^ 1);
     const uint32_t full = full_base + 8 * s;
     const uint32_t stage = ring + s * Cfg::kStageBytes;
-    BarrierExpectTx(full, Cfg::kStageBytes);
-#pragma unroll
-    for (int j = 0; j < Cfg::kConsumers; ++j) {
+    BarrierExpectTx(full, bytes);
+    for (int j = 0; j < boxes; ++j) {
       TmaLoad2d(stage + j * kWeightBoxBytes, map_b, full, n0 + 64 * j, kb * kBlockK);
     }
     TmaLoad2d(stage + Cfg::kConsumers * kWeightBoxBytes, map_a, full, kb * kBlockK, t0);
@@ -280,7 +283,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
     if (lane == 0) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
-      Produce<Cfg>(&map_a, &map_b, ring, full_base, empty_base, n0, t0, kb_begin, kb_end);
+      Produce<Cfg>(&map_a, &map_b, ring, full_base, empty_base, n, n0, t0, kb_begin, kb_end);
     }
     __syncwarp();
   } else {
