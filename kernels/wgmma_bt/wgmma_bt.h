@@ -38,9 +38,11 @@
 
 namespace arbiter::kernels {
 
-// The token range the registry races this family at (kernels/registry): below
-// 17 rows the skinny family streams B at the bandwidth floor; past 256 the
-// 128-row wgmma tiles fill the SMs on their own.
+// The token range the candidate covers (wgmma_bt_candidate.h): below 17 rows
+// the skinny family streams B at the bandwidth floor; past 256 the 128-row
+// wgmma tiles fill the SMs on their own. Not registered yet: correct on the
+// H200, but slower than what is served there at every shape measured
+// (bench/results/wgmma-bt-h200.md).
 inline constexpr int64_t kWgmmaBtRacedMinM = 17;
 inline constexpr int64_t kWgmmaBtRacedMaxM = 256;
 
