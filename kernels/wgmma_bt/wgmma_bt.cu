@@ -490,6 +490,6 @@ cudaError_t LaunchWgmmaBt(const LaunchArgs& args, cudaStream_t stream, int force
                                     : LaunchDType<false>(args, plan, stream);
 }
 
-const Launcher kWgmmaBt = {"LaunchWgmmaBt", LaunchPlanned, nullptr};
+const Launcher kWgmmaBt = {"LaunchWgmmaBt", LaunchPlanned, nullptr, WgmmaBtUnsupportedReason};
 
 }  // namespace arbiter::kernels

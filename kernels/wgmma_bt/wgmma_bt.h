@@ -76,7 +76,8 @@ const char* WgmmaBtUnsupportedReason(const LaunchArgs& args);
 // WgmmaBtUnsupportedReason rejects; else the launch's error.
 cudaError_t LaunchWgmmaBt(const LaunchArgs& args, cudaStream_t stream, int force_splits = 0);
 
-// The registered entry point: LaunchWgmmaBt with the planned split count; no workspace.
+// The family's entry point: LaunchWgmmaBt with the planned split count, no
+// workspace; it declines what WgmmaBtUnsupportedReason rejects.
 extern const Launcher kWgmmaBt;
 
 }  // namespace arbiter::kernels

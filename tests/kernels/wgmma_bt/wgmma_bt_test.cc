@@ -1,20 +1,25 @@
-// Tests of wgmma_bt (label gpu), through its launcher: every token tile (32,
+// Tests of wgmma_bt (label gpu), through its launcher and its candidate: every token tile (32,
 // 64, 128, 256 and two tiles of 256) at ragged M, M != N both ways, K not a
 // multiple of the 64-deep k-block, partial column strips, every split count
 // (1 to 8 CTAs in a cluster), K = 65536, against an f64 reference on
 // NaN-poisoned C with a guard; bitwise repeats (the run-to-run claim). Skipped
-// without an sm_90 GPU. The plan and refusal tests need no device.
+// without an sm_90 GPU. The plan, refusal and contract tests need no device.
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include "absl/status/status.h"
+#include "engine/backend.h"
+#include "engine/candidate.h"
 #include "engine/contract.h"
 #include "engine/dtype.h"
 #include "engine/problem.h"
 #include "kernels/wgmma_bt/wgmma_bt.h"
+#include "kernels/wgmma_bt/wgmma_bt_candidate.h"
 #include "tests/kernels/common/device_gemm.h"
 
 namespace arbiter::kernels {
@@ -94,6 +99,30 @@ TEST(WgmmaBtPlanTest, RefusesWhatTmaCannotAddress) {
   bad.m = 0;
   EXPECT_NE(WgmmaBtUnsupportedReason(bad), nullptr);
   EXPECT_EQ(LaunchWgmmaBt(bad, nullptr), cudaErrorInvalidValue);
+}
+
+// The contract the candidate declares, and operands TMA cannot address
+// declined (UNIMPLEMENTED, naming why) before any launch or stream use.
+TEST(WgmmaBtCandidateTest, DeclaresItsContractAndDeclinesMisalignedOperands) {
+  const CandidateSpec spec = MakeWgmmaBtCandidate();
+  ASSERT_EQ(spec.members.size(), 2u);
+  for (const CandidateMember& member : spec.members) {
+    EXPECT_EQ(member.contract.arch, "sm_90a");
+    EXPECT_EQ(member.contract.determinism, Determinism::kRunToRun);
+    EXPECT_EQ(member.contract.shape.min_m, kWgmmaBtRacedMinM);
+    EXPECT_EQ(member.contract.shape.max_m, kWgmmaBtRacedMaxM);
+    EXPECT_EQ(member.contract.shape.align_n, 8);
+    EXPECT_EQ(member.contract.shape.align_k, 8);
+  }
+  alignas(16) static uint16_t buffer[64];
+  GemmArgs g;
+  g.problem = Problem{DType::kBF16, 17, 64, 64};
+  g.a = buffer;
+  g.b = buffer + 1;  // 2 bytes past a 16-byte boundary
+  g.c = buffer;
+  const absl::Status status = spec.Member(DType::kBF16)->run(g);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
+  EXPECT_NE(status.message().find("16-byte aligned"), std::string_view::npos) << status;
 }
 
 class WgmmaBtTest : public ::testing::Test {
