@@ -4,16 +4,16 @@
 #include <algorithm>
 #include <atomic>
 
-#include <cuda.h>          // CUtensorMap and its enums (types only: libcuda is not linked)
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/common/hopper.cuh"
 #include "kernels/wgmma_bt/token_mma.cuh"
 
 namespace arbiter::kernels {
 namespace {
 
+using namespace hopper;  // mbarriers, TMA, clusters, wgmma descriptors and fences
 using wgmma_bt::TokenMma;
 
 // 64 16-bit elements = 128 bytes: one row of the 128B swizzle, the widest box
@@ -56,63 +56,8 @@ using Bt256 = BtConfig<256, 2, 4, 1>;  // 48 KB stages; 128 f32 accumulators a t
 
 // ---------------------------------------------------------------- device helpers
 
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void BarrierInit(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void BarrierExpectTx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void BarrierArrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-// Waits until the phase with this parity has completed; a fresh barrier
-// counts its previous phase (parity 1) as completed.
-__device__ __forceinline__ void BarrierWait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
-// 2-D TMA load, (inner, outer) element coordinates; past the tensor TMA fills
-// zeros and still counts the whole box's bytes.
-__device__ __forceinline__ void TmaLoad2d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
-                                          int inner, int outer) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(inner), "r"(outer)
-      : "memory");
-}
 __device__ __forceinline__ void ConsumersBarrier(int threads) {
   asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
-}
-__device__ __forceinline__ void ClusterSync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" :::
-                   "memory");
-}
-// The address of `addr` (this CTA's shared memory) in CTA `rank` of the cluster.
-__device__ __forceinline__ uint32_t MapRank(uint32_t addr, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-  return remote;
-}
-__device__ __forceinline__ float4 LoadCluster4(uint32_t addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
 }
 __device__ __forceinline__ float4 LoadShared4(uint32_t addr) {
   float4 v;
@@ -124,29 +69,6 @@ __device__ __forceinline__ float4 LoadShared4(uint32_t addr) {
 }
 __device__ __forceinline__ void StoreShared(uint32_t addr, float v) {
   asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
-}
-
-// Shared-memory matrix descriptor, 128B swizzle, byte offsets encoded in
-// 16-byte units. MN-major weight boxes: one 64-column swizzle atom (LBO, the
-// distance to the next atom along MN, unused), SBO = 1024 between groups of 8
-// k-rows. K-major token box: SBO = 1024 between groups of 8 token rows.
-__device__ __forceinline__ uint64_t SmemDesc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
-         (static_cast<uint64_t>(sbo >> 4) << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void WgmmaCommit() {
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void WgmmaWait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
-}
-// Keeps the compiler from moving accumulator reads above a wgmma wait.
-template <int kCount>
-__device__ __forceinline__ void FenceAccumulators(float (&d)[kCount]) {
-#pragma unroll
-  for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 // Four f32 rounded to the dtype, packed low element first.
@@ -204,8 +126,9 @@ __device__ __forceinline__ void Consume(float (&acc)[Cfg::kTokens / 2], uint32_t
     WgmmaFence();
 #pragma unroll
     for (int kk = 0; kk < kBlockK / 16; ++kk) {
-      // k16 step: +16 k-rows (2048 bytes) down the weight box; +32 bytes
-      // along the token box's swizzled 128-byte rows.
+      // k16 step: +16 k-rows (2048 bytes) down the weight box (MN-major, one
+      // 64-column swizzle atom, so LBO is unused); +32 bytes along the token
+      // box's swizzled 128-byte rows (K-major).
       const uint64_t desc_w = SmemDesc(weights + 2048 * kk, kWeightBoxBytes, 1024);
       const uint64_t desc_t = SmemDesc(tokens + 32 * kk, 16, 1024);
       TokenMma<Cfg::kTokens>::template Run<kBf16>(acc, desc_w, desc_t,
@@ -327,36 +250,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
 
 // ---------------------------------------------------------------- host side
 
-PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
-// A row-major [outer, inner] 16-bit tensor in boxes of box_outer x box_inner, 128B swizzle.
-cudaError_t EncodeTensorMap(CUtensorMap* map, DType dtype, const void* data, int64_t inner,
-                            int64_t outer, uint32_t box_inner, uint32_t box_outer) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
-  if (encode == nullptr) return cudaErrorSymbolNotFound;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner) * 2};  // bytes, dim 1
-  const cuuint32_t box[2] = {box_inner, box_outer};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode(
-      map, dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      2, const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-}
-
 // Raises the kernel's dynamic shared-memory limit once per device.
 template <class Cfg, bool kBf16>
 cudaError_t EnsureSmemLimit() {
@@ -377,9 +270,10 @@ cudaError_t LaunchConfig(const LaunchArgs& args, const WgmmaBtPlan& plan, cudaSt
   cudaError_t err = EnsureSmemLimit<Cfg, kBf16>();
   if (err != cudaSuccess) return err;
   CUtensorMap map_a, map_b;
-  err = EncodeTensorMap(&map_a, args.dtype, args.a, args.k, args.m, kBlockK, Cfg::kTokens);
+  const bool bf16 = args.dtype == DType::kBF16;
+  err = EncodeTensorMap16(&map_a, bf16, args.a, args.k, args.m, kBlockK, Cfg::kTokens);
   if (err != cudaSuccess) return err;
-  err = EncodeTensorMap(&map_b, args.dtype, args.b, args.n, args.k, 64, kBlockK);
+  err = EncodeTensorMap16(&map_b, bf16, args.b, args.n, args.k, 64, kBlockK);
   if (err != cudaSuccess) return err;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(plan.grid_x()), static_cast<unsigned>(plan.token_tiles));
