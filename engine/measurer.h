@@ -96,7 +96,10 @@ struct MeasureOptions {
   // would take the race's device time past device_budget_seconds, or past the
   // wall-clock limit. Unset (or extend_rounds 0): no extra rounds.
   CloseRace extend;
-  double extend_rounds = 1.0;
+  // Four times: a 3-4% margin whose rounds scatter by about as much needs some
+  // 40-50 paired rounds before the sign test's bound clears 2% (on the H200 a
+  // 3.6% cuBLASLt pair was not separated by 20 and was by 100).
+  double extend_rounds = 4.0;
 };
 
 // Result of measuring a candidate; `claim_violation` is set (with evidence in

@@ -511,14 +511,7 @@ absl::StatusOr<std::vector<QuarantineEntry>> PostgresVerdictStore::ListQuarantin
                                {fingerprint}));
     entries.clear();
     for (int row = 0; row < rows.rows(); ++row) {
-      QuarantineEntry q;
-      q.candidate = rows.Text(row, 0);
-      ASSIGN_OR_RETURN(int64_t version, rows.Int(row, 1));
-      q.version = static_cast<int>(version);
-      q.scope = rows.Text(row, 2);
-      q.fingerprint = rows.Text(row, 3);
-      q.reason = rows.Text(row, 4);
-      ASSIGN_OR_RETURN(q.created_unix, rows.Int(row, 5));
+      ASSIGN_OR_RETURN(QuarantineEntry q, verdict_rows::ReadQuarantine(PgRow(rows, row)));
       entries.push_back(std::move(q));
     }
     return absl::OkStatus();
