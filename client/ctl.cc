@@ -273,34 +273,38 @@ bool Ctl::ParseSelectOptions(v1::Determinism* determinism, v1::TuningPolicy* tun
   return true;
 }
 
-int Ctl::Matmul() {
-  v1::MatmulRequest request;
-  if (!ParseProblem(request.mutable_problem())) return kExitUsage;
+template <typename Request>
+bool Ctl::ParseSelectRequest(Request* request) {
+  if (!ParseProblem(request->mutable_problem())) return false;
   v1::Determinism determinism;
   v1::TuningPolicy tuning;
-  if (!ParseSelectOptions(&determinism, &tuning)) return kExitUsage;
-  request.set_required_determinism(determinism);
-  request.set_tuning(tuning);
+  if (!ParseSelectOptions(&determinism, &tuning)) return false;
+  request->set_required_determinism(determinism);
+  request->set_tuning(tuning);
+  return true;
+}
+
+// What matmul prints: the reply and how its C compared with the local reference.
+struct Ctl::MatmulOutcome {
+  const v1::Problem& problem;
+  const v1::MatmulResponse& response;
+  const CheckResult& check;
+  std::string budget_source;  // whose accuracy budget C was checked against
+  uint64_t seed;
+  std::string operands;  // inline or device
+};
+
+int Ctl::Matmul() {
+  v1::MatmulRequest request;
+  if (!ParseSelectRequest(&request)) return kExitUsage;
   const v1::Problem& p = request.problem();
   if (ElementBytes(p.dtype()) == 0 || p.m() <= 0 || p.n() <= 0 || p.k() <= 0) {
     // The daemon would refuse it too; don't build operands for it.
     return UsageError("--m, --n and --k must be positive");
   }
-  std::string error;
-  uint64_t seed = std::random_device{}();
-  if (args_.Has("seed")) {
-    const auto s = args_.GetInt("seed", &error);
-    if (!s) return UsageError(error);
-    seed = static_cast<uint64_t>(*s);
-  }
+  uint64_t seed = 0;
   CheckOptions check_options;
-  check_options.seed = seed + 1;
-  if (args_.Has("samples")) {
-    const auto s = args_.GetInt("samples", &error);
-    if (!s) return UsageError(error);
-    check_options.samples = static_cast<int>(*s);
-  }
-
+  if (!ParseCheckOptions(&seed, &check_options)) return kExitUsage;
   const std::string operands = args_.Get("operands", "inline");
   if (operands != "inline" && operands != "device") {
     return UsageError("--operands: expected inline or device, got \"" + operands + "\"");
@@ -320,24 +324,59 @@ int Ctl::Matmul() {
     c = std::move(*response.mutable_c());
   }
 
-  // Check against the candidate's own declared budget (the contract it was admitted on).
-  v1::AccuracyBudget budget = DefaultBudget(p.dtype());
-  std::string budget_source = "default";
+  std::string budget_source;
+  const v1::AccuracyBudget budget = ContractBudget(response.candidate(), p.dtype(), &budget_source);
+  const CheckResult check = CheckMatmul(p, ops, c, budget, check_options);
+  PrintMatmul({p, response, check, budget_source, seed, operands});
+  return check.passed() ? kExitOk : kExitMismatch;
+}
+
+bool Ctl::ParseCheckOptions(uint64_t* seed, CheckOptions* check_options) {
+  std::string error;
+  *seed = std::random_device{}();
+  if (args_.Has("seed")) {
+    const auto s = args_.GetInt("seed", &error);
+    if (!s) {
+      UsageError(error);
+      return false;
+    }
+    *seed = static_cast<uint64_t>(*s);
+  }
+  check_options->seed = *seed + 1;
+  if (args_.Has("samples")) {
+    const auto s = args_.GetInt("samples", &error);
+    if (!s) {
+      UsageError(error);
+      return false;
+    }
+    check_options->samples = static_cast<int>(*s);
+  }
+  return true;
+}
+
+v1::AccuracyBudget Ctl::ContractBudget(const std::string& candidate, v1::DType dtype,
+                                       std::string* source) {
+  v1::AccuracyBudget budget = DefaultBudget(dtype);
+  *source = "default";
   v1::ListCandidatesResponse candidates;
   if (client_.ListCandidates(&candidates).ok()) {
     for (const v1::CandidateInfo& c : candidates.candidates()) {
-      if (c.name() != response.candidate()) continue;
+      if (c.name() != candidate) continue;
       for (const v1::MemberContract& member : c.members()) {
-        if (member.dtype() == p.dtype()) {
+        if (member.dtype() == dtype) {
           budget = member.accuracy();
-          budget_source = response.candidate() + "'s contract";
+          *source = candidate + "'s contract";
         }
       }
     }
   }
-  const CheckResult check = CheckMatmul(p, ops, c, budget, check_options);
-  const double flops = 2.0 * p.m() * p.n() * p.k();
+  return budget;
+}
 
+void Ctl::PrintMatmul(const MatmulOutcome& m) {
+  const v1::Problem& p = m.problem;
+  const v1::MatmulResponse& response = m.response;
+  const CheckResult& check = m.check;
   if (json_) {
     google::protobuf::Struct out;
     AddField(&out, "problem", ProblemText(p));
@@ -346,8 +385,8 @@ int Ctl::Matmul() {
     AddField(&out, "source", SourceName(response.source()));
     AddField(&out, "bucket", response.bucket());
     AddField(&out, "device_seconds", response.device_seconds());
-    AddField(&out, "seed", static_cast<double>(seed));
-    AddField(&out, "operands", operands);
+    AddField(&out, "seed", static_cast<double>(m.seed));
+    AddField(&out, "operands", m.operands);
     AddField(&out, "completion",
              response.completion() == v1::COMPLETION_EVENT ? "event" : "sync");
     google::protobuf::Struct* c = (*out.mutable_fields())["check"].mutable_struct_value();
@@ -356,35 +395,35 @@ int Ctl::Matmul() {
     AddField(c, "failures", static_cast<double>(check.failures));
     AddField(c, "max_abs_error", check.max_abs_error);
     AddField(c, "worst_ratio", std::isfinite(check.worst_ratio) ? check.worst_ratio : -1);
-    AddField(c, "budget", budget_source);
+    AddField(c, "budget", m.budget_source);
     if (!check.first_failure.empty()) AddField(c, "first_failure", check.first_failure);
     PrintJson(out);
-  } else {
-    std::string check_text =
-        (check.passed() ? "ok: " : "MISMATCH: ") + std::to_string(check.checked) +
-        " elements, " + std::to_string(check.failures) + " outside the budget, max |err| " +
-        Sci(check.max_abs_error) + ", worst err/tol " + Fixed(check.worst_ratio, 3) + " (" +
-        budget_source + ")";
-    std::vector<std::pair<std::string, std::string>> fields = {
-        {"problem", ProblemText(p)},
-        {"candidate", response.candidate() + "@v" + std::to_string(response.candidate_version())},
-        {"source", SourceName(response.source())},
-        {"bucket", response.bucket()},
-        {"operands", operands == "device" ? "device (zero-copy region)" : "inline"},
-        {"completion", response.completion() == v1::COMPLETION_EVENT
-                           ? "event (slot " + std::to_string(response.event_slot()) +
-                                 "; no device time: the daemon did not wait)"
-                           : "sync"},
-        {"device time", FormatSeconds(response.device_seconds()) +
-                            (response.device_seconds() > 0
-                                 ? " (" + Fixed(flops / response.device_seconds() / 1e9, 1) +
-                                       " GFLOP/s)"
-                                 : "")},
-        {"check", check_text}};
-    if (!check.first_failure.empty()) fields.push_back({"first failure", check.first_failure});
-    PrintFields(out_, fields);
+    return;
   }
-  return check.passed() ? kExitOk : kExitMismatch;
+  const double flops = 2.0 * p.m() * p.n() * p.k();
+  std::string check_text =
+      (check.passed() ? "ok: " : "MISMATCH: ") + std::to_string(check.checked) + " elements, " +
+      std::to_string(check.failures) + " outside the budget, max |err| " +
+      Sci(check.max_abs_error) + ", worst err/tol " + Fixed(check.worst_ratio, 3) + " (" +
+      m.budget_source + ")";
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"problem", ProblemText(p)},
+      {"candidate", response.candidate() + "@v" + std::to_string(response.candidate_version())},
+      {"source", SourceName(response.source())},
+      {"bucket", response.bucket()},
+      {"operands", m.operands == "device" ? "device (zero-copy region)" : "inline"},
+      {"completion", response.completion() == v1::COMPLETION_EVENT
+                         ? "event (slot " + std::to_string(response.event_slot()) +
+                               "; no device time: the daemon did not wait)"
+                         : "sync"},
+      {"device time", FormatSeconds(response.device_seconds()) +
+                          (response.device_seconds() > 0
+                               ? " (" + Fixed(flops / response.device_seconds() / 1e9, 1) +
+                                     " GFLOP/s)"
+                               : "")},
+      {"check", check_text}};
+  if (!check.first_failure.empty()) fields.push_back({"first failure", check.first_failure});
+  PrintFields(out_, fields);
 }
 
 void Ctl::PrintVerdict(const v1::Verdict& v) {
@@ -418,12 +457,7 @@ void Ctl::PrintVerdict(const v1::Verdict& v) {
 
 int Ctl::Select() {
   v1::SelectRequest request;
-  if (!ParseProblem(request.mutable_problem())) return kExitUsage;
-  v1::Determinism determinism;
-  v1::TuningPolicy tuning;
-  if (!ParseSelectOptions(&determinism, &tuning)) return kExitUsage;
-  request.set_required_determinism(determinism);
-  request.set_tuning(tuning);
+  if (!ParseSelectRequest(&request)) return kExitUsage;
   v1::SelectResponse response;
   if (grpc::Status s = client_.Select(request, &response); !s.ok()) return RpcError("select", s);
   return Reply(response, [&] {

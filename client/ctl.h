@@ -7,6 +7,7 @@
 // Not thread-safe; one command per process.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <ostream>
 #include <set>
@@ -60,7 +61,20 @@ class Ctl {
   // matmul --operands device: A and B written into a region, C read back from it.
   int DeviceMatmul(v1::MatmulRequest* request, const Operands& ops, v1::MatmulResponse* response,
                    std::string* c);
+  // --determinism and --tuning (unspecified when absent); false after a usage error.
   bool ParseSelectOptions(v1::Determinism* determinism, v1::TuningPolicy* tuning);
+  // The problem and selection options of a MatmulRequest or SelectRequest, which
+  // share those fields; false after a usage error.
+  template <typename Request>
+  bool ParseSelectRequest(Request* request);
+  // matmul's --seed (random when absent) and --samples; false after a usage error.
+  bool ParseCheckOptions(uint64_t* seed, CheckOptions* check_options);
+  // The accuracy budget `candidate` declares for `dtype` (the contract it was admitted
+  // on), or the dtype's default where the daemon does not say; `source` names which.
+  v1::AccuracyBudget ContractBudget(const std::string& candidate, v1::DType dtype,
+                                    std::string* source);
+  struct MatmulOutcome;
+  void PrintMatmul(const MatmulOutcome& m);
   int RpcError(const char* what, const grpc::Status& status);
   int UsageError(const std::string& message);
   void PrintJson(const google::protobuf::Message& message);

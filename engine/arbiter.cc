@@ -222,6 +222,13 @@ absl::StatusOr<std::shared_ptr<const Selection>> Arbiter::SelectShared(
   return SelectValid(p, options);
 }
 
+std::shared_ptr<const Selection> Arbiter::Remembered(const Problem& p, Determinism required) {
+  std::shared_ptr<const Selection> remembered =
+      selections_->Get({p, required}, verdict_cache_->generation());
+  if (remembered && observer_) observer_->OnSelection(p, *remembered, true);
+  return remembered;
+}
+
 absl::StatusOr<std::shared_ptr<const Selection>> Arbiter::SelectValid(
     const Problem& p, const SelectOptions& options) {
   const SelectionCache::Key key{p, options.required};

@@ -178,6 +178,12 @@ class Arbiter {
   // itself (SelectionCache), without copying it.
   absl::StatusOr<std::shared_ptr<const Selection>> SelectShared(const Problem& p,
                                                                 const SelectOptions& options);
+  // Only the remembered answer (SelectionCache): what SelectShared would return
+  // for `p` and `required` without deciding anything - a lookup that reads no
+  // store and takes no lock that measurement or dispatch hold. Null when there
+  // is none (never remembered, or stale since); then SelectShared decides. An
+  // invalid problem is never remembered.
+  std::shared_ptr<const Selection> Remembered(const Problem& p, Determinism required);
 
   // Selects and runs. `a` and `b` hold the operands as stored (row-major).
   absl::StatusOr<DispatchResult> Dispatch(const Problem& p, const SelectOptions& options,

@@ -91,7 +91,7 @@ absl::Status ValidateMemberContract(const MemberContract& c) {
 }
 
 std::string TileName(const OutputTile& t) {
-  if (!t.known()) return "unknown";
+  if (!t.known()) return t.per_shape ? "chosen per shape" : "unknown";
   std::string name = absl::StrCat(t.rows, "x", t.cols);
   if (t.max_split_k > 1) absl::StrAppend(&name, "/k", t.max_split_k);
   return name;

@@ -59,6 +59,10 @@ struct OutputTile {
   int64_t cols = 0;         // C columns per tile
   int64_t max_split_k = 1;  // K split over up to this many CTAs per tile while slots are idle
   int64_t ctas_per_sm = 1;  // CTAs resident per multiprocessor: a wave is that many per SM
+  // Unknown because a vendor heuristic picks the kernel (and tile) anew at every
+  // shape: its time at one shape of a bucket says little about another (on the
+  // H200, cuBLASLt's heuristic ranks traded places by 4-20% inside one bucket).
+  bool per_shape = false;
   bool known() const { return rows > 0; }
   bool operator==(const OutputTile&) const = default;
 };

@@ -95,10 +95,26 @@ absl::StatusOr<MeasureReport> Measurer::Race(
     const Problem& p, const std::vector<const RegisteredCandidate*>& candidates) {
   MeasureReport report;
   report.samples = RaceSamples(options_.min_samples);
-  TuningCost& cost = report.cost;
   Operands ops;
   ops.p = p;
-  ops.cost = &cost;
+  ops.cost = &report.cost;
+  RETURN_IF_ERROR(PrepareOperands(ops));
+  ASSIGN_OR_RETURN(std::vector<Entrant> entrants, CheckCandidates(candidates, ops, &report));
+  RETURN_IF_ERROR(TimePaired(entrants, ops, &report));
+  for (Entrant& e : entrants) {
+    WriteResult(e);
+    for (size_t i = 0; i < e.samples.size(); ++i) {
+      report.samples.Add(e.result->name, e.rounds[i], e.samples[i]);
+    }
+  }
+  RETURN_IF_ERROR(ExtendCloseRace(entrants, ops, &report));
+  RETURN_IF_ERROR(CheckDeferredClaims(entrants, ops));
+  return report;
+}
+
+absl::Status Measurer::PrepareOperands(Operands& ops) {
+  const Problem& p = ops.p;
+  TuningCost& cost = *ops.cost;
   {
     PhaseTimer phase(&cost.setup);
     const uint64_t seed = options_.seed ? options_.seed : std::random_device{}();
@@ -123,15 +139,15 @@ absl::StatusOr<MeasureReport> Measurer::Race(
     }
   }
   cost.rows_checked = static_cast<int64_t>(ops.rows.size());
+  return absl::OkStatus();
+}
 
-  report.measurements.reserve(candidates.size());  // entrants and holders point into it
-  struct Passed {
-    size_t index;  // in report.measurements
-    const RegisteredCandidate* candidate;
-    std::string deferred_behind;
-    double oracle_run;  // device seconds
-  };
-  std::vector<Passed> passed;
+absl::StatusOr<std::vector<Measurer::Entrant>> Measurer::CheckCandidates(
+    const std::vector<const RegisteredCandidate*>& candidates, Operands& ops,
+    MeasureReport* report) {
+  const Problem& p = ops.p;
+  report->measurements.reserve(candidates.size());  // entrants and holders point into it
+  std::vector<Entrant> entrants;
   // Candidates that passed and hold their claims, with their checked run's device time.
   struct Holder {
     const std::string* name;
@@ -141,8 +157,8 @@ absl::StatusOr<MeasureReport> Measurer::Race(
   std::vector<Holder> holders;
   for (const RegisteredCandidate* rc : candidates) {
     RETURN_IF_ERROR(Checkpoint());
-    if (Cancelled()) return absl::CancelledError(absl::StrCat("measurement of ", p.ToString(), " cancelled"));
-    Measurement& meas = report.measurements.emplace_back();
+    if (Cancelled()) return CancelledRace(p);
+    Measurement& meas = report->measurements.emplace_back();
     CandidateResult& r = meas.result;
     r.name = rc->spec.name;
     r.version = rc->spec.version;
@@ -156,7 +172,7 @@ absl::StatusOr<MeasureReport> Measurer::Race(
     r.determinism = member->contract.determinism;
     Launching(rc->spec, "oracle");
     double checked_run = 0;
-    if (!PassesOracle(*member, ops, &r, &cost, &checked_run)) continue;
+    if (!PassesOracle(*member, ops, &r, &report->cost, &checked_run)) continue;
     // Far slower than a candidate that holds the same claim, it can only matter if
     // its checked run was slow by accident (a module loaded on first launch): its
     // claim is checked after the race, and only if the race says it can matter.
@@ -175,30 +191,16 @@ absl::StatusOr<MeasureReport> Measurer::Race(
       if (!HoldsDeterminismClaims(*member, ops, &meas)) continue;
       holders.push_back({&r.name, r.determinism, checked_run});
     }
-    passed.push_back(
-        {report.measurements.size() - 1, rc, faster ? *faster->name : "", checked_run});
+    Entrant& e = entrants.emplace_back();
+    e.measurement = &meas;
+    e.result = &r;
+    e.spec = &rc->spec;
+    e.member = member;
+    e.claim_deferred_behind = faster ? *faster->name : "";
+    e.oracle_run = checked_run;
   }
   ops.c2.reset();
-
-  std::vector<Entrant> entrants(passed.size());
-  for (size_t i = 0; i < passed.size(); ++i) {
-    entrants[i].measurement = &report.measurements[passed[i].index];
-    entrants[i].result = &entrants[i].measurement->result;
-    entrants[i].spec = &passed[i].candidate->spec;
-    entrants[i].member = passed[i].candidate->spec.Member(p.dtype);
-    entrants[i].claim_deferred_behind = passed[i].deferred_behind;
-    entrants[i].oracle_run = passed[i].oracle_run;
-  }
-  RETURN_IF_ERROR(TimePaired(entrants, ops, &report));
-  for (Entrant& e : entrants) {
-    WriteResult(e);
-    for (size_t i = 0; i < e.samples.size(); ++i) {
-      report.samples.Add(e.result->name, e.rounds[i], e.samples[i]);
-    }
-  }
-  RETURN_IF_ERROR(ExtendCloseRace(entrants, ops, &report));
-  RETURN_IF_ERROR(CheckDeferredClaims(entrants, ops));
-  return report;
+  return entrants;
 }
 
 absl::Status Measurer::CheckDeferredClaims(std::vector<Entrant>& entrants, Operands& ops) {
@@ -352,38 +354,11 @@ absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands
   // The last candidate checked may have faulted the device: seen here, while the
   // hooks still name it, before the warmup names another.
   RETURN_IF_ERROR(Checkpoint());
-  TuningCost& cost = report->cost;
   const GemmArgs args = ops.Args(stream_);
-  {
-    PhaseTimer phase(&cost.warmup);
-    for (int w = 0; w < options_.warmup_runs; ++w) {
-      for (Entrant& e : entrants) {
-        if (Cancelled()) return CancelledRace(ops.p);
-        if (!e.active) continue;
-        Launching(*e.spec, "timing");
-        e.error = e.member->run(args);
-        e.active = e.error.ok();
-      }
-    }
-    if (absl::Status s = stream_.Synchronize(); !s.ok()) {
-      for (Entrant& e : entrants) e.error.Update(s);
-      return absl::OkStatus();
-    }
-  }
+  ASSIGN_OR_RETURN(const bool warm, Warmup(entrants, args, &report->cost));
+  if (!warm) return absl::OkStatus();  // every entrant carries the error
 
   const size_t n = entrants.size();
-  const double share = options_.device_budget_seconds / static_cast<double>(n);
-  // e's sample of `round` over best's sample of the same round; 0 where either has none, or
-  // where their oracle runs do not agree that e is over hopeless_factor x slower (one sample
-  // alone may have met a hiccup).
-  const auto round_ratio = [&](const Entrant& e, const Entrant& best, int round) {
-    if (e.rounds.empty() || e.rounds.back() != round) return 0.0;
-    if (!(e.oracle_run > options_.hopeless_factor * best.oracle_run)) return 0.0;
-    for (size_t i = best.rounds.size(); i-- > 0 && best.rounds[i] >= round;) {
-      if (best.rounds[i] == round && best.samples[i] > 0) return e.samples.back() / best.samples[i];
-    }
-    return 0.0;
-  };
   const Clock::time_point t0 = Clock::now();
   for (int round = 0; std::any_of(entrants.begin(), entrants.end(), [](const Entrant& e) {
          return e.active;
@@ -397,65 +372,97 @@ absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands
       RETURN_IF_ERROR(TimeSample(e, round, args, report));
       if (!e.error.ok()) e.active = false;
     }
-    cost.rounds = round + 1;
+    report->cost.rounds = round + 1;
     ReadClock(report);
-
-    // The fastest so far, by median, among those with samples.
-    const Entrant* best = nullptr;
-    SampleStats best_st;
-    for (const Entrant& e : entrants) {
-      if (!e.error.ok() || e.samples.empty()) continue;
-      const SampleStats st = Summarize(e.samples);
-      if (best == nullptr || st.median < best_st.median) {
-        best = &e;
-        best_st = st;
-      }
-    }
-    const double wall = SecondsSince(t0);
-    const bool device_spent = cost.device >= options_.device_budget_seconds;
-    const bool budget_spent = device_spent || wall >= options_.wall_budget_seconds;
-    const bool out_of_time = wall > options_.wall_limit_seconds;
-    for (Entrant& e : entrants) {
-      if (!e.active) continue;
-      const SampleStats st = Summarize(e.samples);
-      const bool enough = st.count >= options_.min_samples;
-      if (st.count >= options_.max_samples || (enough && st.spread <= options_.stable_spread)) {
-        e.active = false;
-      } else if (&e != best && enough && best_st.count >= options_.min_samples &&
-                 st.q1 > best_st.q3) {
-        // Even its faster samples are slower than the best's slower ones.
-        e.active = false;
-        e.stopped = absl::StrCat("stopped: cannot win, lower quartile ", Us(st.q1),
-                                 " above the best's upper quartile ", Us(best_st.q3));
-      } else if (best != nullptr && &e != best &&
-                 st.median > options_.hopeless_factor * best_st.median &&
-                 (st.count >= 3 || e.device >= share)) {
-        e.active = false;
-        e.stopped = absl::StrFormat("stopped early: over %gx the best median (%s)",
-                                    options_.hopeless_factor, Us(best_st.median));
-      } else if (best != nullptr && &e != best &&
-                 st.median > options_.hopeless_factor * best_st.median &&
-                 round_ratio(e, *best, round) > options_.hopeless_factor) {
-        // Cold, back to back in one round, it took over hopeless_factor times the best's
-        // time, and so did its oracle run: what a round's samples share cannot make up that
-        // much, so one sample is enough (a slow generic kernel costs one timed run, not three).
-        e.active = false;
-        e.stopped = absl::StrFormat(
-            "stopped early: %.3gx the best (%s) in round %d and its oracle run over %gx; "
-            "%d sample%s",
-            round_ratio(e, *best, round), best->spec->name, round, options_.hopeless_factor,
-            st.count, st.count == 1 ? "" : "s");
-      } else if (budget_spent && enough) {
-        e.active = false;
-        e.stopped = device_spent ? "device-time budget spent before the median was stable"
-                                 : "host-time budget spent before the median was stable";
-      } else if (out_of_time) {
-        e.active = false;
-        e.stopped = "wall-clock limit reached before the median was stable";
-      }
-    }
+    StopSampling(entrants, round, SecondsSince(t0), report->cost);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Measurer::Warmup(std::vector<Entrant>& entrants, const GemmArgs& args,
+                                      TuningCost* cost) {
+  PhaseTimer phase(&cost->warmup);
+  for (int w = 0; w < options_.warmup_runs; ++w) {
+    for (Entrant& e : entrants) {
+      if (Cancelled()) return CancelledRace(args.problem);
+      if (!e.active) continue;
+      Launching(*e.spec, "timing");
+      e.error = e.member->run(args);
+      e.active = e.error.ok();
+    }
+  }
+  if (absl::Status s = stream_.Synchronize(); !s.ok()) {
+    for (Entrant& e : entrants) e.error.Update(s);
+    return false;
+  }
+  return true;
+}
+
+double Measurer::RoundRatio(const Entrant& e, const Entrant& best, int round) const {
+  if (e.rounds.empty() || e.rounds.back() != round) return 0.0;
+  if (!(e.oracle_run > options_.hopeless_factor * best.oracle_run)) return 0.0;
+  for (size_t i = best.rounds.size(); i-- > 0 && best.rounds[i] >= round;) {
+    if (best.rounds[i] == round && best.samples[i] > 0) return e.samples.back() / best.samples[i];
+  }
+  return 0.0;
+}
+
+void Measurer::StopSampling(std::vector<Entrant>& entrants, int round, double wall,
+                            const TuningCost& cost) const {
+  const double share = options_.device_budget_seconds / static_cast<double>(entrants.size());
+  // The fastest so far, by median, among those with samples.
+  const Entrant* best = nullptr;
+  SampleStats best_st;
+  for (const Entrant& e : entrants) {
+    if (!e.error.ok() || e.samples.empty()) continue;
+    const SampleStats st = Summarize(e.samples);
+    if (best == nullptr || st.median < best_st.median) {
+      best = &e;
+      best_st = st;
+    }
+  }
+  const bool device_spent = cost.device >= options_.device_budget_seconds;
+  const bool budget_spent = device_spent || wall >= options_.wall_budget_seconds;
+  const bool out_of_time = wall > options_.wall_limit_seconds;
+  for (Entrant& e : entrants) {
+    if (!e.active) continue;
+    const SampleStats st = Summarize(e.samples);
+    const bool enough = st.count >= options_.min_samples;
+    if (st.count >= options_.max_samples || (enough && st.spread <= options_.stable_spread)) {
+      e.active = false;
+    } else if (&e != best && enough && best_st.count >= options_.min_samples &&
+               st.q1 > best_st.q3) {
+      // Even its faster samples are slower than the best's slower ones.
+      e.active = false;
+      e.stopped = absl::StrCat("stopped: cannot win, lower quartile ", Us(st.q1),
+                               " above the best's upper quartile ", Us(best_st.q3));
+    } else if (best != nullptr && &e != best &&
+               st.median > options_.hopeless_factor * best_st.median &&
+               (st.count >= 3 || e.device >= share)) {
+      e.active = false;
+      e.stopped = absl::StrFormat("stopped early: over %gx the best median (%s)",
+                                  options_.hopeless_factor, Us(best_st.median));
+    } else if (best != nullptr && &e != best &&
+               st.median > options_.hopeless_factor * best_st.median &&
+               RoundRatio(e, *best, round) > options_.hopeless_factor) {
+      // Cold, back to back in one round, it took over hopeless_factor times the best's
+      // time, and so did its oracle run: what a round's samples share cannot make up that
+      // much, so one sample is enough (a slow generic kernel costs one timed run, not three).
+      e.active = false;
+      e.stopped = absl::StrFormat(
+          "stopped early: %.3gx the best (%s) in round %d and its oracle run over %gx; "
+          "%d sample%s",
+          RoundRatio(e, *best, round), best->spec->name, round, options_.hopeless_factor,
+          st.count, st.count == 1 ? "" : "s");
+    } else if (budget_spent && enough) {
+      e.active = false;
+      e.stopped = device_spent ? "device-time budget spent before the median was stable"
+                               : "host-time budget spent before the median was stable";
+    } else if (out_of_time) {
+      e.active = false;
+      e.stopped = "wall-clock limit reached before the median was stable";
+    }
+  }
 }
 
 void Measurer::WriteResult(Entrant& e) {

@@ -96,7 +96,10 @@ struct MeasureOptions {
   // would take the race's device time past device_budget_seconds, or past the
   // wall-clock limit. Unset (or extend_rounds 0): no extra rounds.
   CloseRace extend;
-  double extend_rounds = 1.0;
+  // Four times: a 3-4% margin whose rounds scatter by about as much needs some
+  // 40-50 paired rounds before the sign test's bound clears 2% (on the H200 a
+  // 3.6% cuBLASLt pair was not separated by 20 and was by 100).
+  double extend_rounds = 4.0;
 };
 
 // Result of measuring a candidate; `claim_violation` is set (with evidence in
@@ -169,6 +172,13 @@ class Measurer {
   struct Operands;  // A, B, C, a second C, the reference and the rows it covers
 
   bool Cancelled() const { return options_.cancelled && options_.cancelled(); }
+  // Allocates A, B and C, fills A and B, and computes the reference of the rows checked.
+  absl::Status PrepareOperands(Operands& ops);
+  // Phases 1 and 2 for every candidate, each with its measurement in `report`: the
+  // entrants of the timing phase, the candidates that passed.
+  absl::StatusOr<std::vector<Entrant>> CheckCandidates(
+      const std::vector<const RegisteredCandidate*>& candidates, Operands& ops,
+      MeasureReport* report);
   // Phase 1. Leaves the run's C in ops.c and its device time in `seconds`; false
   // (with r's state and reason set) when the run fails or C is not finite or out of budget.
   bool PassesOracle(const CandidateMember& member, Operands& ops, CandidateResult* r,
@@ -180,6 +190,18 @@ class Measurer {
   // Phase 3: warm-up rounds, then interleaved timed rounds until every entrant has stopped.
   absl::Status TimePaired(std::vector<Entrant>& entrants, const Operands& ops,
                           MeasureReport* report);
+  // options_.warmup_runs untimed runs of each entrant; false when the device then fails
+  // to synchronize (every entrant then carries the error). Fails only when cancelled.
+  absl::StatusOr<bool> Warmup(std::vector<Entrant>& entrants, const GemmArgs& args,
+                              TuningCost* cost);
+  // After `round`, `wall` seconds into the timed rounds: stops each entrant that is
+  // stable, cannot win, is hopeless, or is out of budget, saying why in e.stopped.
+  void StopSampling(std::vector<Entrant>& entrants, int round, double wall,
+                    const TuningCost& cost) const;
+  // e's sample of `round` over best's sample of the same round; 0 where either has none, or
+  // where their oracle runs do not agree that e is over hopeless_factor x slower (one sample
+  // alone may have met a hiccup).
+  double RoundRatio(const Entrant& e, const Entrant& best, int round) const;
   // One cold, timed sample of `e` in `round`; a failed run or timer lands in
   // e.error. Fails only where a Checkpoint does or the race was cancelled.
   absl::Status TimeSample(Entrant& e, int round, const GemmArgs& args, MeasureReport* report);

@@ -5,100 +5,26 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <set>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
 #include "engine/contract.h"
 #include "engine/dtype.h"
+#include "engine/pg_change_feed.h"
 #include "engine/pg_connection.h"
-#include "engine/pg_listener.h"
+#include "engine/pg_leases.h"
+#include "engine/pg_pool.h"
+#include "engine/pg_schema.h"
 #include "engine/verdict_rows.h"
-#include "spdlog/spdlog.h"
 
 namespace arbiter {
 namespace {
 
 using verdict_rows::KeyText;
 using verdict_rows::kOp;
-
-// The migration's transaction-scoped advisory lock, in the two-int key space (which
-// leases, in the one-bigint space, never share): "arbi", 1.
-constexpr char kLockMigration[] = "SELECT pg_advisory_xact_lock(1634890345, 1)";
-
-// Version 1, as statements (PQexecParams runs one at a time). Mirrors the SQLite
-// schema: enums by their engine names, results in their own table keyed by the
-// verdict, cascaded on delete. Everything lives in schema "arbiter", so a database
-// shared with other applications keeps its own names.
-constexpr const char* kSchemaV1[] = {
-    "CREATE SCHEMA IF NOT EXISTS arbiter",
-    R"sql(CREATE TABLE arbiter.meta (
-  key text PRIMARY KEY,
-  value text NOT NULL
-))sql",
-    R"sql(CREATE TABLE arbiter.verdicts (
-  fingerprint text NOT NULL,
-  op text NOT NULL,
-  dtype text NOT NULL,
-  bucket text NOT NULL,
-  candidates text NOT NULL,
-  winner text NOT NULL,
-  winner_version integer NOT NULL,
-  source text NOT NULL,
-  reason text NOT NULL,
-  measured_dtype text NOT NULL,
-  measured_m bigint NOT NULL,
-  measured_n bigint NOT NULL,
-  measured_k bigint NOT NULL,
-  created_unix bigint NOT NULL,
-  PRIMARY KEY (fingerprint, op, dtype, bucket)
-))sql",
-    R"sql(CREATE TABLE arbiter.verdict_results (
-  fingerprint text NOT NULL,
-  op text NOT NULL,
-  dtype text NOT NULL,
-  bucket text NOT NULL,
-  ordinal integer NOT NULL,
-  name text NOT NULL,
-  version integer NOT NULL,
-  tier integer NOT NULL,
-  determinism text NOT NULL,
-  state text NOT NULL,
-  reason text NOT NULL,
-  median_seconds double precision NOT NULL,
-  spread double precision NOT NULL,
-  samples integer NOT NULL,
-  max_abs_error double precision NOT NULL,
-  max_rel_error double precision NOT NULL,
-  PRIMARY KEY (fingerprint, op, dtype, bucket, ordinal),
-  FOREIGN KEY (fingerprint, op, dtype, bucket)
-    REFERENCES arbiter.verdicts (fingerprint, op, dtype, bucket) ON DELETE CASCADE
-))sql",
-    "CREATE INDEX verdict_results_by_candidate ON arbiter.verdict_results (fingerprint, name)",
-    R"sql(CREATE TABLE arbiter.forces (
-  fingerprint text NOT NULL,
-  dtype text NOT NULL,
-  bucket text NOT NULL,
-  candidate text NOT NULL,
-  reason text NOT NULL,
-  created_unix bigint NOT NULL,
-  PRIMARY KEY (fingerprint, dtype, bucket)
-))sql",
-    R"sql(CREATE TABLE arbiter.quarantine (
-  candidate text NOT NULL,
-  version integer NOT NULL,
-  scope text NOT NULL,
-  fingerprint text NOT NULL,
-  reason text NOT NULL,
-  created_unix bigint NOT NULL,
-  PRIMARY KEY (candidate, scope, fingerprint)
-))sql",
-};
 
 // A verdict's columns (0-12) and, per result, its result's (13-24; NULL when it has
 // none): one statement, so the verdict and its results are one snapshot.
@@ -131,10 +57,6 @@ constexpr char kVerdictOrder[] =
 
 constexpr char kForceSelect[] =
     "SELECT fingerprint, dtype, bucket, candidate, reason, created_unix FROM arbiter.forces ";
-
-// Notification payload: format version, what, dtype or "*", bucket or "*", origin,
-// fingerprint - tab-separated, the fingerprint last since it may hold anything.
-constexpr char kPayloadVersion[] = "1";
 
 // A row of a PgResult as verdict_rows reads it.
 class PgRow {
@@ -204,38 +126,6 @@ StoreChange ChangeOf(StoreChange::What what, const std::string& fingerprint,
   return change;
 }
 
-std::string EncodeChange(const StoreChange& c) {
-  std::string origin = c.origin;
-  absl::StrReplaceAll({{"\t", " "}}, &origin);
-  return absl::StrCat(kPayloadVersion, "\t", StoreChangeWhatName(c.what), "\t",
-                      c.dtype ? DTypeName(*c.dtype) : "*", "\t",
-                      c.bucket ? c.bucket->ToString() : "*", "\t", origin, "\t", c.fingerprint);
-}
-
-// A payload this build cannot read (a newer daemon's format) drops everything:
-// safe, since a notification only ever says what may be stale.
-StoreChange DecodeChange(const std::string& payload) {
-  std::vector<std::string> parts = absl::StrSplit(payload, absl::MaxSplits('\t', 5));
-  StoreChange c;
-  if (parts.size() != 6 || parts[0] != kPayloadVersion) return c;
-  for (StoreChange::What what :
-       {StoreChange::What::kVerdicts, StoreChange::What::kForces, StoreChange::What::kQuarantine}) {
-    if (parts[1] == StoreChangeWhatName(what)) c.what = what;
-  }
-  if (c.what == StoreChange::What::kEverything) return c;
-  if (parts[2] != "*") {
-    c.dtype = ParseDType(parts[2]);
-    if (!c.dtype) return StoreChange{};
-  }
-  if (parts[3] != "*") {
-    c.bucket = ParseBucket(parts[3]);
-    if (!c.bucket) return StoreChange{};
-  }
-  c.origin = parts[4];
-  c.fingerprint = parts[5];
-  return c;
-}
-
 std::string DefaultOrigin() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown-host");
@@ -265,120 +155,7 @@ absl::Status WithContext(const absl::Status& s, const std::string& context) {
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// Subscribers: callbacks registered by Subscribe, called on the listener thread.
-
-struct PostgresVerdictStore::Subscribers {
-  void Deliver(const StoreChange& change) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto& [id, callback] : callbacks) callback(change);
-  }
-
-  std::mutex mu;  // held while delivering, so a subscription's end waits for its callback
-  std::map<uint64_t, std::function<void(const StoreChange&)>> callbacks;  // GUARDED_BY(mu)
-  uint64_t next_id = 0;                                                   // GUARDED_BY(mu)
-};
-
-class PostgresVerdictStore::Subscription final : public StoreSubscription {
- public:
-  Subscription(std::shared_ptr<Subscribers> subscribers, uint64_t id)
-      : subscribers_(std::move(subscribers)), id_(id) {}
-  ~Subscription() override {
-    std::lock_guard<std::mutex> lock(subscribers_->mu);
-    subscribers_->callbacks.erase(id_);
-  }
-
- private:
-  const std::shared_ptr<Subscribers> subscribers_;
-  const uint64_t id_;
-};
-
-std::unique_ptr<StoreSubscription> PostgresVerdictStore::Subscribe(
-    std::function<void(const StoreChange&)> on_change) {
-  std::lock_guard<std::mutex> lock(subscribers_->mu);
-  const uint64_t id = subscribers_->next_id++;
-  subscribers_->callbacks.emplace(id, std::move(on_change));
-  return std::make_unique<Subscription>(subscribers_, id);
-}
-
-// ---------------------------------------------------------------------------
-// Leases: session advisory locks on one dedicated connection.
-
-struct PostgresVerdictStore::LeaseConnection {
-  explicit LeaseConnection(std::shared_ptr<PgConnector> c) : connector(std::move(c)) {}
-
-  const std::shared_ptr<PgConnector> connector;
-  std::mutex mu;
-  std::unique_ptr<PgConnection> conn;  // GUARDED_BY(mu); null until first needed
-  uint64_t generation = 0;             // GUARDED_BY(mu); connections made so far
-  std::set<int64_t> held;              // GUARDED_BY(mu); keys leased in this process
-};
-
-class PostgresVerdictStore::Lease final : public StoreLease {
- public:
-  Lease(std::shared_ptr<LeaseConnection> leases, int64_t key, uint64_t generation)
-      : leases_(std::move(leases)), key_(key), generation_(generation) {}
-
-  ~Lease() override {
-    std::lock_guard<std::mutex> lock(leases_->mu);
-    leases_->held.erase(key_);
-    // On a newer connection the lock is already gone (the server dropped it with the old one).
-    if (leases_->conn == nullptr || leases_->generation != generation_ || leases_->conn->broken()) {
-      return;
-    }
-    absl::StatusOr<PgResult> released = leases_->conn->Exec(
-        "release lease", "SELECT pg_advisory_unlock($1::bigint)", {PgInt(key_)});
-    if (!released.ok()) spdlog::warn("{}", released.status().ToString());
-  }
-
- private:
-  const std::shared_ptr<LeaseConnection> leases_;
-  const int64_t key_;
-  const uint64_t generation_;
-};
-
-int64_t PostgresVerdictStore::LeaseKey(const std::string& fingerprint, DType dtype,
-                                       const Bucket& bucket, const VerdictScope& scope) {
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a, 64 bits
-  const std::string text = absl::StrCat(kOp, "\x1f", fingerprint, "\x1f", DTypeName(dtype), "\x1f",
-                                        StoreKeyOf(bucket, scope));
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  int64_t key;
-  std::memcpy(&key, &hash, sizeof(key));  // the same bits, as PostgreSQL's bigint
-  return key;
-}
-
-absl::StatusOr<std::unique_ptr<StoreLease>> PostgresVerdictStore::TryLease(
-    const std::string& fingerprint, DType dtype, const Bucket& bucket, const VerdictScope& scope) {
-  const int64_t key = LeaseKey(fingerprint, dtype, bucket, scope);
-  const std::string op = absl::StrCat("take lease on ", KeyText(fingerprint, dtype, bucket),
-                                      scope.whole() ? "" : absl::StrCat(" ", scope.ToString()));
-  LeaseConnection& leases = *leases_;
-  std::lock_guard<std::mutex> lock(leases.mu);
-  // A session lock is re-entrant within its session, so this process's own holders are
-  // kept apart here.
-  if (leases.held.count(key) != 0) return std::unique_ptr<StoreLease>();
-  absl::StatusOr<PgResult> taken = absl::UnavailableError("not tried");
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (leases.conn == nullptr || !leases.conn->StillUp()) {
-      leases.conn.reset();
-      ASSIGN_OR_RETURN(leases.conn, leases.connector->Connect());
-      ++leases.generation;
-    }
-    taken = leases.conn->Exec(op, "SELECT pg_try_advisory_lock($1::bigint)", {PgInt(key)});
-    if (taken.ok() || !leases.conn->broken()) break;
-    leases.conn.reset();  // lost between calls: once more on a new connection
-  }
-  RETURN_IF_ERROR(taken.status());
-  if (taken->rows() != 1 || taken->Text(0, 0) != "t") return std::unique_ptr<StoreLease>();
-  leases.held.insert(key);
-  return std::unique_ptr<StoreLease>(new Lease(leases_, key, leases.generation));
-}
-
-// ---------------------------------------------------------------------------
-// Opening, the pool, health.
+// Opening, health, writes.
 
 absl::StatusOr<std::unique_ptr<PostgresVerdictStore>> PostgresVerdictStore::Open(
     const std::string& uri, const StoreOptions& options) {
@@ -416,120 +193,40 @@ absl::StatusOr<std::unique_ptr<PostgresVerdictStore>> PostgresVerdictStore::Open
       std::chrono::milliseconds(static_cast<int64_t>(options.reconnect_interval_seconds * 1000)));
   ASSIGN_OR_RETURN(std::unique_ptr<PgConnection> first, connector->Connect());
 
+  RETURN_IF_ERROR(
+      WithContext(pg_schema::Migrate(*first), absl::StrCat("verdict store ", describe)));
+  auto pool = std::make_unique<PgPool>(connector, std::move(first), options.connections);
+
   std::unique_ptr<PostgresVerdictStore> store(
       new PostgresVerdictStore(describe, options.origin.empty() ? DefaultOrigin() : options.origin,
-                               connector, options.connections));
-  RETURN_IF_ERROR(WithContext(store->Migrate(*first), absl::StrCat("verdict store ", describe)));
-  store->idle_.push_back(std::move(first));
-  while (static_cast<int>(store->idle_.size()) < options.connections)
-    store->idle_.push_back(nullptr);
+                               connector, std::move(pool)));
 
-  PgListenerOptions listen;
-  listen.channel = kChannel;
-  listen.connect_timeout = std::chrono::seconds(options.connect_timeout_seconds);
-  listen.on_notify = [subscribers = store->subscribers_](const std::string& payload) {
-    subscribers->Deliver(DecodeChange(payload));
-  };
-  listen.on_resync = [subscribers = store->subscribers_] { subscribers->Deliver(StoreChange{}); };
-  absl::StatusOr<std::unique_ptr<PgListener>> listener =
-      PgListener::Start(std::move(params), std::move(listen));
+  absl::StatusOr<std::unique_ptr<PgChangeFeed>> feed = PgChangeFeed::Start(
+      std::move(params), std::chrono::seconds(options.connect_timeout_seconds));
   RETURN_IF_ERROR(
-      WithContext(listener.status(), absl::StrCat("verdict store ", describe, ": notifications")));
-  store->listener_ = std::move(*listener);
+      WithContext(feed.status(), absl::StrCat("verdict store ", describe, ": notifications")));
+  store->feed_ = std::move(*feed);
   return store;
 }
 
 PostgresVerdictStore::PostgresVerdictStore(std::string describe, std::string origin,
-                                           std::shared_ptr<PgConnector> connector, int connections)
+                                           std::shared_ptr<PgConnector> connector,
+                                           std::unique_ptr<PgPool> pool)
     : describe_(std::move(describe)),
       origin_(std::move(origin)),
       connector_(connector),
-      leases_(std::make_shared<LeaseConnection>(connector)),
-      subscribers_(std::make_shared<Subscribers>()) {
-  idle_.reserve(static_cast<size_t>(connections));
-}
+      pool_(std::move(pool)),
+      leases_(std::make_unique<PgLeases>(connector)) {}
 
 PostgresVerdictStore::~PostgresVerdictStore() {
-  listener_.reset();  // no deliveries from here on
-}
-
-absl::Status PostgresVerdictStore::Migrate(PgConnection& conn) {
-  PgTransaction txn(conn);
-  RETURN_IF_ERROR(txn.Begin("migrate"));
-  // Daemons starting together wait here for the first one's migration to commit.
-  RETURN_IF_ERROR(conn.Exec("migrate: lock", kLockMigration).status());
-  ASSIGN_OR_RETURN(PgResult exists, conn.Exec("migrate: find meta",
-                                              "SELECT to_regclass('arbiter.meta') IS NOT NULL"));
-  if (exists.Text(0, 0) != "t") {
-    for (const char* statement : kSchemaV1) {
-      RETURN_IF_ERROR(conn.Exec("migrate: create schema", statement).status());
-    }
-    RETURN_IF_ERROR(conn.Exec("migrate: record schema_version",
-                              "INSERT INTO arbiter.meta (key, value) VALUES ('schema_version', $1)",
-                              {PgInt(kSchemaVersion)})
-                        .status());
-  } else {
-    ASSIGN_OR_RETURN(PgResult found,
-                     conn.Exec("migrate: read schema_version",
-                               "SELECT value FROM arbiter.meta WHERE key = 'schema_version'"));
-    if (found.rows() != 1) {
-      return absl::DataLossError("arbiter.meta holds no schema_version");
-    }
-    ASSIGN_OR_RETURN(const int64_t version, found.Int(0, 0));
-    if (version > kSchemaVersion) {
-      // A newer arbiterd wrote it; reading it with this schema could misread or destroy
-      // what that version knows.
-      return absl::FailedPreconditionError(absl::StrCat("the store has schema_version ", version,
-                                                        ", newer than this build's schema_version ",
-                                                        kSchemaVersion, "; refusing to open it"));
-    }
-    if (version < kSchemaVersion) {
-      // Migrations from older versions go here, one step per version; version 1 is the first.
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the store has schema_version ", version, ", older than any this build (schema_version ",
-          kSchemaVersion, ") migrates from"));
-    }
-  }
-  return txn.Commit("migrate");
-}
-
-absl::Status PostgresVerdictStore::WithConnection(
-    const std::function<absl::Status(PgConnection&)>& body) {
-  std::unique_ptr<PgConnection> conn;
-  {
-    std::unique_lock<std::mutex> lock(pool_mu_);
-    pool_cv_.wait(lock, [this] { return !idle_.empty(); });
-    conn = std::move(idle_.back());
-    idle_.pop_back();
-  }
-  absl::Status status;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (conn == nullptr || !conn->StillUp()) {
-      conn.reset();
-      absl::StatusOr<std::unique_ptr<PgConnection>> fresh = connector_->Connect();
-      if (!fresh.ok()) {
-        status = fresh.status();
-        break;
-      }
-      conn = std::move(*fresh);
-    }
-    status = body(*conn);
-    if (!conn->broken()) break;  // answered, well or not
-    conn.reset();                // lost mid-call: once more on a new connection
-  }
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    idle_.push_back(std::move(conn));
-  }
-  pool_cv_.notify_one();
-  return status;
+  feed_.reset();  // no deliveries from here on
 }
 
 absl::Status PostgresVerdictStore::Health() {
-  absl::Status reached = WithConnection(
+  absl::Status reached = pool_->WithConnection(
       [](PgConnection& conn) { return conn.Exec("health check", "SELECT 1").status(); });
   if (!reached.ok()) return absl::UnavailableError(reached.message());
-  if (!listener_->connected()) {
+  if (!feed_->connected()) {
     return absl::UnavailableError(absl::StrCat(
         "verdict store ", describe_, ": the notification connection is down (reconnecting)"));
   }
@@ -540,35 +237,38 @@ int PostgresVerdictStore::schema_version() const {
   // Read through a connection of its own: this is for logs and tests, not a hot path.
   absl::StatusOr<std::unique_ptr<PgConnection>> conn = connector_->Connect();
   if (!conn.ok()) return 0;
-  absl::StatusOr<PgResult> found = (*conn)->Exec(
-      "read schema_version", "SELECT value FROM arbiter.meta WHERE key = 'schema_version'");
-  if (!found.ok() || found->rows() != 1) return 0;
-  absl::StatusOr<int64_t> version = found->Int(0, 0);
-  return version.ok() ? static_cast<int>(*version) : 0;
+  return pg_schema::Version(**conn);
 }
 
 absl::StatusOr<int64_t> PostgresVerdictStore::Write(
     const std::string& op, const StoreChange& change,
     const std::function<absl::StatusOr<int64_t>(PgConnection&)>& write) {
   int64_t changed = 0;
-  RETURN_IF_ERROR(WithConnection([&](PgConnection& conn) -> absl::Status {
+  RETURN_IF_ERROR(pool_->WithConnection([&](PgConnection& conn) -> absl::Status {
     PgTransaction txn(conn);
     RETURN_IF_ERROR(txn.Begin(op));
     ASSIGN_OR_RETURN(changed, write(conn));
-    if (changed > 0) RETURN_IF_ERROR(Notify(conn, change, op));
+    if (changed > 0) {
+      StoreChange stamped = change;
+      stamped.origin = origin_;
+      RETURN_IF_ERROR(PgChangeFeed::Notify(conn, stamped, op));
+    }
     return txn.Commit(op);
   }));
   return changed;
 }
 
-absl::Status PostgresVerdictStore::Notify(PgConnection& conn, const StoreChange& change,
-                                          const std::string& op) {
-  StoreChange stamped = change;
-  stamped.origin = origin_;
-  return conn
-      .Exec(absl::StrCat(op, ": notify"), "SELECT pg_notify($1, $2)",
-            {std::string(kChannel), EncodeChange(stamped)})
-      .status();
+// ---------------------------------------------------------------------------
+// Leases and notifications.
+
+std::unique_ptr<StoreSubscription> PostgresVerdictStore::Subscribe(
+    std::function<void(const StoreChange&)> on_change) {
+  return feed_->Subscribe(std::move(on_change));
+}
+
+absl::StatusOr<std::unique_ptr<StoreLease>> PostgresVerdictStore::TryLease(
+    const std::string& fingerprint, DType dtype, const Bucket& bucket, const VerdictScope& scope) {
+  return leases_->TryLease(fingerprint, dtype, bucket, scope);
 }
 
 // ---------------------------------------------------------------------------
@@ -632,7 +332,7 @@ absl::StatusOr<Verdict> PostgresVerdictStore::GetVerdict(const std::string& fing
   const std::string op = absl::StrCat("get verdict ", KeyText(fingerprint, dtype, bucket));
   const std::string sql = absl::StrCat(kVerdictSelect, kVerdictScope, kVerdictOrder);
   std::vector<Verdict> found;
-  RETURN_IF_ERROR(WithConnection([&](PgConnection& conn) -> absl::Status {
+  RETURN_IF_ERROR(pool_->WithConnection([&](PgConnection& conn) -> absl::Status {
     ASSIGN_OR_RETURN(PgResult rows,
                      conn.Exec(op, sql.c_str(),
                                {fingerprint, std::string(kOp), std::string(DTypeName(dtype)),
@@ -653,7 +353,7 @@ absl::StatusOr<std::vector<Verdict>> PostgresVerdictStore::ListVerdicts(
   const std::string op = absl::StrCat("list verdicts of ", fingerprint);
   const std::string sql = absl::StrCat(kVerdictSelect, kVerdictScope, kVerdictOrder);
   std::vector<Verdict> found;
-  RETURN_IF_ERROR(WithConnection([&](PgConnection& conn) -> absl::Status {
+  RETURN_IF_ERROR(pool_->WithConnection([&](PgConnection& conn) -> absl::Status {
     ASSIGN_OR_RETURN(PgResult rows,
                      conn.Exec(op, sql.c_str(),
                                {fingerprint, std::string(kOp), OptionalDType(filter.dtype),
@@ -667,7 +367,7 @@ absl::StatusOr<std::vector<Verdict>> PostgresVerdictStore::ListVerdicts(
 absl::StatusOr<int64_t> PostgresVerdictStore::CountVerdicts(const std::string& fingerprint) {
   const std::string op = absl::StrCat("count verdicts of ", fingerprint);
   int64_t count = 0;
-  RETURN_IF_ERROR(WithConnection([&](PgConnection& conn) -> absl::Status {
+  RETURN_IF_ERROR(pool_->WithConnection([&](PgConnection& conn) -> absl::Status {
     ASSIGN_OR_RETURN(PgResult rows, conn.Exec(op,
                                               "SELECT count(*) FROM arbiter.verdicts "
                                               "WHERE fingerprint = $1 AND op = $2",
@@ -727,7 +427,7 @@ absl::StatusOr<std::optional<Force>> PostgresVerdictStore::GetForce(const std::s
   const std::string sql =
       absl::StrCat(kForceSelect, "WHERE fingerprint = $1 AND dtype = $2 AND bucket = $3");
   std::optional<Force> found;
-  RETURN_IF_ERROR(WithConnection([&](PgConnection& conn) -> absl::Status {
+  RETURN_IF_ERROR(pool_->WithConnection([&](PgConnection& conn) -> absl::Status {
     ASSIGN_OR_RETURN(PgResult rows,
                      conn.Exec(op, sql.c_str(),
                                {fingerprint, std::string(DTypeName(dtype)), bucket.ToString()}));
@@ -763,7 +463,7 @@ absl::StatusOr<std::vector<Force>> PostgresVerdictStore::ListForces(
   const std::string sql = absl::StrCat(
       kForceSelect, "WHERE fingerprint = $1 ORDER BY dtype COLLATE \"C\", bucket COLLATE \"C\"");
   std::vector<Force> forces;
-  RETURN_IF_ERROR(WithConnection([&](PgConnection& conn) -> absl::Status {
+  RETURN_IF_ERROR(pool_->WithConnection([&](PgConnection& conn) -> absl::Status {
     ASSIGN_OR_RETURN(PgResult rows, conn.Exec(op, sql.c_str(), {fingerprint}));
     forces.clear();
     for (int row = 0; row < rows.rows(); ++row) {
@@ -802,7 +502,7 @@ absl::StatusOr<std::vector<QuarantineEntry>> PostgresVerdictStore::ListQuarantin
     const std::string& fingerprint) {
   const std::string op = absl::StrCat("list quarantine of ", fingerprint);
   std::vector<QuarantineEntry> entries;
-  RETURN_IF_ERROR(WithConnection([&](PgConnection& conn) -> absl::Status {
+  RETURN_IF_ERROR(pool_->WithConnection([&](PgConnection& conn) -> absl::Status {
     ASSIGN_OR_RETURN(PgResult rows,
                      conn.Exec(op,
                                "SELECT candidate, version, scope, fingerprint, reason, "
@@ -811,14 +511,7 @@ absl::StatusOr<std::vector<QuarantineEntry>> PostgresVerdictStore::ListQuarantin
                                {fingerprint}));
     entries.clear();
     for (int row = 0; row < rows.rows(); ++row) {
-      QuarantineEntry q;
-      q.candidate = rows.Text(row, 0);
-      ASSIGN_OR_RETURN(int64_t version, rows.Int(row, 1));
-      q.version = static_cast<int>(version);
-      q.scope = rows.Text(row, 2);
-      q.fingerprint = rows.Text(row, 3);
-      q.reason = rows.Text(row, 4);
-      ASSIGN_OR_RETURN(q.created_unix, rows.Int(row, 5));
+      ASSIGN_OR_RETURN(QuarantineEntry q, verdict_rows::ReadQuarantine(PgRow(rows, row)));
       entries.push_back(std::move(q));
     }
     return absl::OkStatus();

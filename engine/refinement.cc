@@ -80,6 +80,7 @@ std::vector<TileEntrant> TileEntrants(const Verdict& v, const Problem& p,
   struct Row {
     const CandidateResult* result;
     const OutputTile* tile;  // null: unknown
+    bool per_shape = false;  // a vendor heuristic picks its kernel at each shape
     double there = 1, here = 1;  // tile efficiency at the measured shape and at `p`
     double predicted = 0;        // the median, over the efficiency's change
   };
@@ -87,7 +88,9 @@ std::vector<TileEntrant> TileEntrants(const Verdict& v, const Problem& p,
   for (const CandidateResult& r : v.results) {
     if (!r.timed()) continue;
     Row row{&r, nullptr};
-    if (auto it = tiles.find(r.name); it != tiles.end() && it->second.known()) {
+    const auto it = tiles.find(r.name);
+    row.per_shape = it != tiles.end() && it->second.per_shape;
+    if (it != tiles.end() && it->second.known()) {
       row.tile = &it->second;
       row.there = TileEfficiency(*row.tile, v.measured, multiprocessors);
       row.here = TileEfficiency(*row.tile, p, multiprocessors);
@@ -115,7 +118,10 @@ std::vector<TileEntrant> TileEntrants(const Verdict& v, const Problem& p,
     if (std::find(leaders.begin(), leaders.end(), name) != leaders.end()) continue;
     std::string why;
     const bool in_reach = r.predicted <= best_predicted * (1 + options.tile_margin);
-    if (r.tile != nullptr && in_reach && changed(r)) {
+    if (r.per_shape && r.result->median_seconds <= fastest * (1 + options.tile_margin)) {
+      why = absl::StrFormat("a vendor heuristic picks its kernel per shape (%.2fx the fastest at %s)",
+                            r.result->median_seconds / fastest, at);
+    } else if (r.tile != nullptr && in_reach && changed(r)) {
       why = absl::StrCat("its ", TileName(*r.tile), " tiles' efficiency is ", pct(r.here),
                          " here, ", pct(r.there), " at ", at);
     } else if (r.tile != nullptr && in_reach && winner != nullptr && winner->tile != nullptr &&

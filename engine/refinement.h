@@ -86,7 +86,10 @@ struct TileEntrant {
 // `leaders`, because a declared tile (`tiles`, by name; absent or unknown:
 // judged by measurement alone, as Leaders does) fills `p` differently from the
 // measured shape, on a device of `multiprocessors` (0: tiles' fill only, no
-// waves). Among the candidates the verdict timed: one whose tile efficiency
+// waves), or because a vendor heuristic chooses its kernel per shape
+// (OutputTile::per_shape), so its rank at the measured shape does not carry.
+// Among the candidates the verdict timed: one chosen per shape while its median
+// is within tile_margin of the fastest's; one whose tile efficiency
 // changes by over tile_change; one whose tile fills `p` better than the
 // winner's; the fastest of each tile shape; and one within leader_margin of
 // the winner once the winner's own change of efficiency is counted (a 128-row

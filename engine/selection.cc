@@ -163,7 +163,10 @@ std::vector<std::string> UnsettledPair(const std::vector<CandidateResult>& resul
   if (fastest == nullptr || fastest->name == d.incumbent) return {};
   const PairedRatio paired = samples.Compare(d.incumbent, fastest->name);
   if (paired.pairs == 0 || paired.pairs < samples.min_pairs()) return {};
-  if (paired.median - 1.0 <= noise.noise_floor) return {};
+  // Separation needs the ratios' lower bound past noise_multiple x the floor; a
+  // median short of that can only scatter around it, so more rounds would buy
+  // nothing but device time (and such a margin is the noise rule's own tie).
+  if (paired.median - 1.0 <= noise.noise_multiple * noise.noise_floor) return {};
   return {d.incumbent, fastest->name};
 }
 

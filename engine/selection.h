@@ -87,7 +87,9 @@ Decision Decide(const std::vector<CandidateResult>& results, Determinism require
 // Where a race is close enough that more rounds should decide it: Decide (on
 // `samples`) leaves the incumbent because the fastest by median was not
 // separated, yet the two were paired in at least min_pairs rounds and the median
-// of their per-round ratios puts the fastest ahead by more than the noise floor.
+// of their per-round ratios puts the fastest ahead by more than the margin a
+// separation needs (noise_multiple x noise_floor): more rounds can only tighten
+// the bound towards that median, so a smaller one is never extended.
 // Returns {incumbent, fastest} then; empty otherwise (no coin flip is ever
 // settled by the median alone: with no more rounds, the incumbent stays).
 std::vector<std::string> UnsettledPair(const std::vector<CandidateResult>& results,

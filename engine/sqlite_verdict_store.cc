@@ -680,13 +680,7 @@ absl::StatusOr<std::vector<QuarantineEntry>> SqliteVerdictStore::ListQuarantine(
   while (true) {
     ASSIGN_OR_RETURN(bool row, query.Step());
     if (!row) break;
-    QuarantineEntry q;
-    q.candidate = query.ReadText(0);
-    q.version = static_cast<int>(query.ReadInt(1));
-    q.scope = query.ReadText(2);
-    q.fingerprint = query.ReadText(3);
-    q.reason = query.ReadText(4);
-    q.created_unix = query.ReadInt(5);
+    ASSIGN_OR_RETURN(QuarantineEntry q, verdict_rows::ReadQuarantine(SqliteRow(query)));
     entries.push_back(std::move(q));
   }
   return entries;

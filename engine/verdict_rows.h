@@ -1,4 +1,4 @@
-// How verdicts and forces are stored as table rows, for both stores
+// How verdicts, forces and quarantine entries are stored as table rows, for both stores
 // (SqliteVerdictStore, PostgresVerdictStore): each table's column order, what
 // each field is stored as (enums by their engine names, never by number), and
 // how a stored row reads back, where a value this build does not know is
@@ -123,6 +123,21 @@ absl::StatusOr<Force> ReadForce(const Row& row) {
   f.reason = row.Text(4);
   ASSIGN_OR_RETURN(f.created_unix, row.Int(5));
   return f;
+}
+
+// A quarantine entry from columns 0-5: candidate, version, scope, fingerprint, reason,
+// created_unix.
+template <typename Row>
+absl::StatusOr<QuarantineEntry> ReadQuarantine(const Row& row) {
+  QuarantineEntry q;
+  q.candidate = row.Text(0);
+  ASSIGN_OR_RETURN(const int64_t version, row.Int(1));
+  q.version = static_cast<int>(version);
+  q.scope = row.Text(2);
+  q.fingerprint = row.Text(3);
+  q.reason = row.Text(4);
+  ASSIGN_OR_RETURN(q.created_unix, row.Int(5));
+  return q;
 }
 
 }  // namespace arbiter::verdict_rows

@@ -43,26 +43,22 @@ CallTracker::NewInterceptorFactory() {
   return std::make_unique<TrackerFactory>(this);
 }
 
-int64_t CallTracker::in_flight() const {
-  absl::MutexLock lock(&mu_);
-  return in_flight_;
-}
+int64_t CallTracker::in_flight() const { return in_flight_.load(std::memory_order_acquire); }
 
 int64_t CallTracker::WaitIdle(absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
+  auto idle = [this] { return in_flight_.load(std::memory_order_acquire) == 0; };
   mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
-  return in_flight_;
+  return in_flight();
 }
 
-void CallTracker::Begin() {
-  absl::MutexLock lock(&mu_);
-  ++in_flight_;
-}
+void CallTracker::Begin() { in_flight_.fetch_add(1, std::memory_order_acq_rel); }
 
 void CallTracker::End() {
+  if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // The last call ended: releasing the mutex makes a waiting WaitIdle read the
+  // count again (it reads it under the mutex, so it cannot miss this).
   absl::MutexLock lock(&mu_);
-  --in_flight_;
 }
 
 }  // namespace arbiter::server

@@ -9,15 +9,18 @@
 // then drops the connections left (Daemon::Shutdown). Health and reflection
 // calls are not counted: a health Watch stream lasts as long as its client.
 //
-// Thread-safe: provides internal synchronization (one mutex over the count).
+// Thread-safe: provides internal synchronization. The count is an atomic, so a
+// call's begin and end take no lock (every Select and Matmul passes here); the
+// mutex is taken only by WaitIdle and by the end that brings the count to zero,
+// to wake it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
 #include <grpcpp/support/server_interceptor.h>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -45,8 +48,8 @@ class CallTracker {
   void Begin();
   void End();
 
-  mutable absl::Mutex mu_;
-  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> in_flight_{0};
+  mutable absl::Mutex mu_;  // WaitIdle's condition is re-read whenever it is released
 };
 
 }  // namespace arbiter::server

@@ -137,7 +137,16 @@ class Daemon {
 
  private:
   Daemon(const DaemonOptions& options, ExtraCandidates extra);
+  // Builds the engine, the services and the server over them, and starts serving.
   absl::Status Start();
+  // The backend, its registry, the store, the metrics and the Arbiter over them.
+  absl::Status StartEngine();
+  // Sessions (and so regions), next to the first Unix listener, if there is one; the
+  // metrics' state probe.
+  absl::Status StartFdSocket();
+  // The gRPC server on every listener; the address each one bound.
+  absl::StatusOr<std::vector<std::string>> StartServer(
+      const std::shared_ptr<grpc::ServerCredentials>& credentials);
   void WatchHealth();
   void SetServing(bool serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

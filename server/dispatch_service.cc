@@ -15,6 +15,7 @@
 #include "server/grpc_call.h"
 #include "server/metrics.h"
 #include "server/reply_buffers.h"
+#include "server/select_replies.h"
 #include "server/status_util.h"
 #include "server/wire_matmul_request.h"
 
@@ -75,7 +76,8 @@ DispatchService::DispatchService(Arbiter& arbiter, DispatchServiceOptions option
     : arbiter_(arbiter),
       options_(options),
       reply_buffers_(
-          std::make_unique<ReplyBuffers>(options.max_idle_reply_bytes, options.reply_memory)) {
+          std::make_unique<ReplyBuffers>(options.max_idle_reply_bytes, options.reply_memory)),
+      select_replies_(std::make_unique<SelectReplies>()) {
   // The wire's Matmul is served as a streamed unary call (one read, one write;
   // the mechanism of the generated WithStreamedUnaryMethod_Matmul) whose
   // request and reply types are ByteBuffers: A and B come in, and C goes out,
@@ -87,8 +89,19 @@ DispatchService::DispatchService(Arbiter& arbiter, DispatchServiceOptions option
                          ->index();
   MarkMethodStreamed(matmul,
                      new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
-                         [this](grpc::ServerContext* context, MatmulStream* stream) {
+                         [this](grpc::ServerContext* context, BytesStream* stream) {
                            return MatmulOnWire(context, stream);
+                         }));
+  // Select the same way, so that its reply can be bytes built once (select_replies.h).
+  const int select = v1::SelectRequest::descriptor()
+                         ->file()
+                         ->FindServiceByName("Dispatch")
+                         ->FindMethodByName("Select")
+                         ->index();
+  MarkMethodStreamed(select,
+                     new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                         [this](grpc::ServerContext* context, BytesStream* stream) {
+                           return SelectOnWire(context, stream);
                          }));
 }
 
@@ -172,7 +185,7 @@ grpc::Status DispatchService::MatmulBytes(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status DispatchService::MatmulOnWire(grpc::ServerContext* context, MatmulStream* stream) {
+grpc::Status DispatchService::MatmulOnWire(grpc::ServerContext* context, BytesStream* stream) {
   grpc::ByteBuffer request;
   if (!stream->Read(&request)) {
     return Reply(*context, "matmul", absl::InvalidArgumentError("no request arrived"));
@@ -188,7 +201,41 @@ grpc::Status DispatchService::MatmulOnWire(grpc::ServerContext* context, MatmulS
 grpc::Status DispatchService::Select(grpc::ServerContext* context,
                                      const v1::SelectRequest* request,
                                      v1::SelectResponse* response) {
-  return Reply(*context, "select", DoSelect(*request, CallContextOf(*context), response));
+  absl::StatusOr<std::shared_ptr<const Selection>> selection = DoSelect(*context, *request);
+  if (!selection.ok()) return Reply(*context, "select", selection.status());
+  ToProto(**selection, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status DispatchService::SelectBytes(grpc::ServerContext* context, grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* reply) {
+  v1::SelectRequest fields;
+  if (const grpc::Status read =
+          grpc::SerializationTraits<v1::SelectRequest>::Deserialize(request, &fields);
+      !read.ok()) {
+    return Reply(*context, "select",
+                 absl::InvalidArgumentError(absl::StrCat(
+                     "the request is not a SelectRequest (its bytes do not parse as one)",
+                     read.error_message().empty() ? "" : ": ", read.error_message())));
+  }
+  absl::StatusOr<std::shared_ptr<const Selection>> selection = DoSelect(*context, fields);
+  if (!selection.ok()) return Reply(*context, "select", selection.status());
+  grpc::Slice bytes = select_replies_->Of(*selection);
+  *reply = grpc::ByteBuffer(&bytes, 1);
+  return grpc::Status::OK;
+}
+
+grpc::Status DispatchService::SelectOnWire(grpc::ServerContext* context, BytesStream* stream) {
+  grpc::ByteBuffer request;
+  if (!stream->Read(&request)) {
+    return Reply(*context, "select", absl::InvalidArgumentError("no request arrived"));
+  }
+  grpc::ByteBuffer reply;
+  const grpc::Status status = SelectBytes(context, &request, &reply);
+  if (!status.ok()) return status;
+  // The last message: sent together with the status.
+  stream->Write(reply, grpc::WriteOptions().set_last_message());
+  return grpc::Status::OK;
 }
 
 absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
@@ -286,24 +333,28 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
   return absl::OkStatus();
 }
 
-absl::Status DispatchService::DoSelect(const v1::SelectRequest& request, const CallContext& call,
-                                       v1::SelectResponse* response) {
+absl::StatusOr<std::shared_ptr<const Selection>> DispatchService::DoSelect(
+    const grpc::ServerContext& context, const v1::SelectRequest& request) {
   ASSIGN_OR_RETURN(const Problem problem,
                    ProblemFromProto(request.problem(), arbiter_.options().limits));
   SelectOptions options;
   ASSIGN_OR_RETURN(options.required, DeterminismFromProto(request.required_determinism()));
   ASSIGN_OR_RETURN(options.tuning, TuningFromProto(request.tuning()));
+  // The request's tuning plays no part in a remembered answer (selection_cache.h).
+  if (std::shared_ptr<const Selection> remembered = arbiter_.Remembered(problem, options.required)) {
+    return remembered;
+  }
+  const CallContext call = CallContextOf(context);
   options.deadline = call.deadline;
   options.cancelled = call.cancelled;
   options.peer = call.peer;
-  ASSIGN_OR_RETURN(const std::shared_ptr<const Selection> selection,
+  ASSIGN_OR_RETURN(std::shared_ptr<const Selection> selection,
                    arbiter_.SelectShared(problem, options));
-  ToProto(*selection, response);
   if (spdlog::should_log(spdlog::level::debug)) {
     spdlog::debug("select {} -> {}@v{} ({}): {}", problem.ToString(), selection->candidate,
                   selection->version, VerdictSourceName(selection->source), selection->reason);
   }
-  return absl::OkStatus();
+  return selection;
 }
 
 grpc::Status DispatchService::RegisterRegion(grpc::ServerContext* context,

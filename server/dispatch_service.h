@@ -24,6 +24,11 @@
 // in one DMA, with no staging copy. The bytes either way are exactly a
 // MatmulRequest's and MatmulResponse's; clients see no difference.
 //
+// Select is read and written raw too: a Select whose answer the engine
+// remembers (a stored verdict or a force; Arbiter::Remembered) is a lookup -
+// no store, no lock that measurement or dispatch hold - and its reply is bytes
+// serialized once for that answer and shared by every call it serves.
+//
 // Callers: a call carrying "arbiter-session" metadata is that session's peer
 // (fd_socket.h); regions need one. Without it a TCP caller is its host (the
 // connection's address without the port), and a caller over the Unix socket
@@ -56,6 +61,7 @@ namespace arbiter::server {
 class FdSocket;
 class Metrics;
 class ReplyBuffers;
+class SelectReplies;
 
 struct DispatchServiceOptions {
   int64_t max_message_bytes = 0;  // largest reply the server sends; 0: not checked here
@@ -87,8 +93,14 @@ class DispatchService final : public v1::Dispatch::Service {
   // are refused (INVALID_ARGUMENT) like any bad request, before any work.
   grpc::Status MatmulBytes(grpc::ServerContext* context, const grpc::ByteBuffer& request,
                            grpc::ByteBuffer* reply);
+  // The typed Select (in-process callers); the wire uses SelectBytes.
   grpc::Status Select(grpc::ServerContext* context, const v1::SelectRequest* request,
                       v1::SelectResponse* response) override;
+  // The wire's Select: `request` holds a SelectRequest's bytes, `reply` gets the
+  // SelectResponse's - the same bytes for every call the same remembered
+  // Selection answers, serialized once (select_replies.h).
+  grpc::Status SelectBytes(grpc::ServerContext* context, grpc::ByteBuffer* request,
+                           grpc::ByteBuffer* reply);
   grpc::Status RegisterRegion(grpc::ServerContext* context, const v1::RegisterRegionRequest* request,
                               v1::RegisterRegionResponse* response) override;
   grpc::Status UnregisterRegion(grpc::ServerContext* context,
@@ -108,8 +120,9 @@ class DispatchService final : public v1::Dispatch::Service {
                                    v1::GetCompletionEventsResponse* response) override;
 
  private:
-  using MatmulStream = grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>;
-  grpc::Status MatmulOnWire(grpc::ServerContext* context, MatmulStream* stream);
+  using BytesStream = grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>;
+  grpc::Status MatmulOnWire(grpc::ServerContext* context, BytesStream* stream);
+  grpc::Status SelectOnWire(grpc::ServerContext* context, BytesStream* stream);
   // Runs the request: its fields but A and B in `request` (whose a and b are
   // ignored), inline A and B in `a` and `b` (their pieces, in order; empty when
   // not sent); `response` gets every field but C. An inline C goes to
@@ -118,8 +131,10 @@ class DispatchService final : public v1::Dispatch::Service {
                         const std::vector<HostPiece>& a, const std::vector<HostPiece>& b,
                         v1::MatmulResponse* response,
                         absl::FunctionRef<void*(size_t bytes)> c_buffer);
-  absl::Status DoSelect(const v1::SelectRequest& request, const CallContext& call,
-                        v1::SelectResponse* response);
+  // The remembered Selection when there is one (a lookup: no CallContext is
+  // built, no store read), else the engine's full Select for the call.
+  absl::StatusOr<std::shared_ptr<const Selection>> DoSelect(const grpc::ServerContext& context,
+                                                            const v1::SelectRequest& request);
   absl::Status DoRegisterRegion(const grpc::ServerContext& context,
                                 const v1::RegisterRegionRequest& request,
                                 v1::RegisterRegionResponse* response);
@@ -137,6 +152,7 @@ class DispatchService final : public v1::Dispatch::Service {
   Arbiter& arbiter_;
   const DispatchServiceOptions options_;
   const std::unique_ptr<ReplyBuffers> reply_buffers_;  // C of the wire's replies
+  const std::unique_ptr<SelectReplies> select_replies_;  // the wire's Select replies
 };
 
 // The engine's deadline for a call whose gRPC deadline is `rpc_deadline`:

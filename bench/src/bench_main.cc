@@ -29,6 +29,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/src/bench_device.h"
+#include "bench/src/rpc_load.h"
 #include "bench/src/sections.h"
 #include "bench/src/service_section.h"
 #include "bench/src/tuning_section.h"
@@ -69,7 +70,12 @@ ABSL_FLAG(int, cpu_threads, 0, "CPU backend threads (0: all)");
 ABSL_FLAG(std::string, clocks_file, "", "text recorded as the clocks seen (e.g. nvidia-smi -q -d CLOCK)");
 ABSL_FLAG(std::string, arbiterd, "", "service: the arbiterd to start (default: next to arbiter-bench)");
 ABSL_FLAG(std::string, concurrency, "1,4,16", "service: clients in flight, comma list");
-ABSL_FLAG(double, service_seconds, 2.0, "service: seconds per (transport, rpc, concurrency) point");
+ABSL_FLAG(double, service_seconds, 1.0,
+          "service: seconds of each load of Select or the empty RPC (per transport, concurrency, "
+          "round)");
+ABSL_FLAG(int, service_rounds, 3,
+          "service: rounds of Select against the empty RPC per concurrency, the two back to back "
+          "in each, their order alternating");
 ABSL_FLAG(std::string, matmul_sizes, "",
           "service: n of the n^3 Matmuls (default 256..8192 on cuda, 128,256,512 on cpu)");
 ABSL_FLAG(int, matmul_repeats, 5, "service: Matmul calls per path and size (median)");
@@ -508,6 +514,11 @@ int main(int argc, char** argv) {
       so.concurrency.push_back(static_cast<int>(c));
     }
     so.seconds_per_point = absl::GetFlag(FLAGS_service_seconds);
+    so.rpc_rounds = absl::GetFlag(FLAGS_service_rounds);
+    if (so.rpc_rounds < 1) {
+      Die(absl::InvalidArgumentError(
+          absl::StrCat("--service_rounds: expected >= 1, got ", so.rpc_rounds)));
+    }
     so.dtype = *dtype;
     so.matmul_sizes = Int64List("matmul_sizes", absl::GetFlag(FLAGS_matmul_sizes).empty()
                                                     ? (gpu ? "256,512,1024,2048,4096,8192"
@@ -617,13 +628,15 @@ int main(int argc, char** argv) {
                  median_worst(device_all, 2)});
   }
   if (service) {
-    for (const auto& r : service->rpc.rows()) {
-      if (r[1] == "select" && r[2] == absl::GetFlag(FLAGS_concurrency).substr(
-                                          absl::GetFlag(FLAGS_concurrency).rfind(',') + 1)) {
-        summary.Add({absl::StrCat("service: ", r[0], " Select / empty RPC throughput at ", r[2],
-                                  " clients"),
-                     r[7]});
-      }
+    const std::string most = absl::GetFlag(FLAGS_concurrency).substr(
+        absl::GetFlag(FLAGS_concurrency).rfind(',') + 1);
+    for (const RpcSummary& r : SummarizeRpc(service->rpc, most)) {
+      summary.Add({absl::StrCat("service: ", r.transport, " Select / empty RPC throughput at ",
+                                r.clients, " clients (median round, lowest-highest)"),
+                   r.ratio});
+      summary.Add({absl::StrCat("service: ", r.transport, " Select vs empty RPC p99 us at ",
+                                r.clients, " clients"),
+                   r.p99_us});
     }
     for (const auto& r : service->matmul.rows()) {
       summary.Add({absl::StrCat("service: ", r[0], " Matmul ", r[1], " ", r[3],
@@ -700,7 +713,11 @@ int main(int argc, char** argv) {
   }
   if (service) {
     page << "## Service\n\n![end to end / in-process](service_e2e.png)\n\n"
-         << "Select against the empty RPC (grpc.health.v1 Check), same daemon, same run:\n\n"
+         << "Select against the empty RPC (grpc.health.v1 Check), same daemon, same clients, in "
+         << absl::GetFlag(FLAGS_service_rounds) << " rounds of " << absl::GetFlag(FLAGS_service_seconds)
+         << " s each, the two back to back and their order alternating; calls_per_s is the median "
+            "round's, vs_empty the median (lowest, highest) of the rounds' select/empty ratios, "
+            "p50 and p99 over every call, and the daemon's CPU time per call from /proc:\n\n"
          << service->rpc.Markdown() << "\nMatmul end to end against the same work in-process "
          << "(copy in, the kernel the daemon served, copy out):\n\n"
          << service->matmul.Markdown({"transport", "path", "dtype", "n", "candidate", "e2e_s",

@@ -25,6 +25,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bench/src/rpc_load.h"
 #include "bench/src/sections.h"
 #include "client/arbiter_client.h"
 #include "client/completion_events.h"
@@ -67,6 +68,21 @@ class Daemon {
     waitpid(pid_, &status, 0);
   }
   bool Running() const { return waitpid(pid_, nullptr, WNOHANG) == 0; }
+  // Its user + system CPU time so far (/proc/<pid>/stat, fields 14 and 15); 0 if unreadable.
+  double CpuSeconds() const {
+    std::ifstream in(absl::StrCat("/proc/", pid_, "/stat"));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t comm_end = text.rfind(')');  // the name may hold spaces
+    if (comm_end == std::string::npos) return 0;
+    std::istringstream fields(text.substr(comm_end + 2));
+    std::string field;
+    double utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {  // field 3 is the state
+      if (i == 14) utime = std::stod(field);
+      if (i == 15) stime = std::stod(field);
+    }
+    return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
 
  private:
   explicit Daemon(pid_t pid) : pid_(pid) {}
@@ -181,57 +197,6 @@ v1::MatmulRequest BytesRequest(const Problem& p, const std::vector<uint8_t>& a,
   req.set_a(a.data(), a.size());
   req.set_b(b.data(), b.size());
   return req;
-}
-
-// Latencies (seconds) of every call `clients` threads made in `seconds`, each
-// with its own client (channel), calling `rpc` ("select" or "health") back to back.
-absl::StatusOr<std::vector<double>> Load(const std::string& server, const std::string& rpc,
-                                         const Problem& p, int clients, double seconds,
-                                         double* elapsed) {
-  std::vector<std::vector<double>> per(clients);
-  std::atomic<bool> stop{false};
-  std::atomic<int> errors{0};
-  std::vector<std::thread> threads;
-  std::vector<std::unique_ptr<client::ArbiterClient>> stubs;
-  for (int i = 0; i < clients; ++i) {
-    stubs.push_back(std::make_unique<client::ArbiterClient>(Options(server)));
-  }
-  v1::SelectRequest req;
-  *req.mutable_problem() = WireProblem(p);
-  const Clock::time_point t0 = Clock::now();
-  for (int i = 0; i < clients; ++i) {
-    threads.emplace_back([&, i] {
-      while (!stop.load(std::memory_order_relaxed)) {
-        const Clock::time_point c0 = Clock::now();
-        grpc::Status s;
-        if (rpc == "select") {
-          v1::SelectResponse resp;
-          s = stubs[i]->Select(req, &resp);
-        } else {
-          client::HealthStatus h;
-          s = stubs[i]->Health("", &h);
-        }
-        per[i].push_back(Since(c0));
-        if (!s.ok()) errors.fetch_add(1);
-      }
-    });
-  }
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));  // the load's duration
-  stop = true;
-  for (auto& t : threads) t.join();
-  *elapsed = Since(t0);
-  if (errors.load() > 0) {
-    return absl::UnavailableError(absl::StrCat(rpc, " on ", server, ": ", errors.load(), " calls failed"));
-  }
-  std::vector<double> all;
-  for (auto& v : per) all.insert(all.end(), v.begin(), v.end());
-  return all;
-}
-
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))];
 }
 
 // The same work as one Matmul, in-process: copy A and B in, run `candidate`, copy C out.
@@ -610,8 +575,7 @@ absl::Status WireRows(client::ArbiterClient& ctl, int metrics_port, const std::s
 
 absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions& o) {
   ServiceTables out;
-  out.rpc = Table({"transport", "rpc", "concurrency", "calls", "calls_per_s", "p50_us", "p99_us",
-                   "vs_empty_throughput"});
+  out.rpc = RpcTable();
   // The daemon's stages are means over the timed calls; client_and_wire_s is
   // the rest of the median end to end: the client's serialize and parse, and
   // the bytes in flight both ways.
@@ -672,23 +636,13 @@ absl::StatusOr<ServiceTables> RunService(BenchDevice& dev, const ServiceOptions&
         return absl::UnavailableError(absl::StrCat("warm-up Select: ", s.error_message()));
       }
     }
-    for (int clients : o.concurrency) {
-      double empty_rate = 0;
-      for (const std::string rpc : {"health", "select"}) {
-        double elapsed = 0;
-        ASSIGN_OR_RETURN(std::vector<double> lat,
-                         Load(t.target, rpc, select_problem, clients, o.seconds_per_point, &elapsed));
-        const double rate = lat.size() / elapsed;
-        if (rpc == "health") empty_rate = rate;
-        out.rpc.Add({t.name, rpc == "health" ? "health (empty)" : "select", absl::StrCat(clients),
-                     absl::StrCat(lat.size()), Fixed(rate, 0), Fixed(Quantile(lat, 0.5) * 1e6, 1),
-                     Fixed(Quantile(lat, 0.99) * 1e6, 1),
-                     rpc == "select" && empty_rate > 0 ? Fixed(rate / empty_rate, 3) : ""});
-        if (o.verbose) {
-          std::cerr << "service " << t.name << " " << rpc << " x" << clients << ": "
-                    << Fixed(rate, 0) << " calls/s\n";
-        }
-      }
+    {
+      const RpcLoadOptions load{.concurrency = o.concurrency,
+                                .seconds = o.seconds_per_point,
+                                .rounds = o.rpc_rounds,
+                                .verbose = o.verbose};
+      RETURN_IF_ERROR(AddRpcRows(t.name, t.target, select_problem, load,
+                                 [&daemon] { return daemon->CpuSeconds(); }, &out.rpc));
     }
     // Matmul end to end, bytes path, against the same work in-process.
     struct Operands {

@@ -1,7 +1,8 @@
 // The service section: arbiterd started by the bench (one daemon per transport:
 // loopback TCP, then a Unix socket), driven by a C++ load generator - a thread
 // and a channel per client - and compared in the same run with
-//   - an empty RPC (grpc.health.v1 Check) for Select's latency and throughput;
+//   - an empty RPC (grpc.health.v1 Check) for Select's latency and throughput,
+//     interleaved in rounds (rpc_load.h);
 //   - the same work in-process (copy in, the kernel the daemon served, copy out)
 //     for Matmul end to end on the bytes path, with the daemon's own per-stage
 //     breakdown of those calls (the deltas of its arbiter_dispatch_stage_seconds
@@ -29,7 +30,8 @@ struct ServiceOptions {
   std::string backend = "cpu";                // its --backend
   std::string scratch;                        // folder for the socket and daemon logs
   std::vector<int> concurrency = {1, 4, 16};  // clients in flight
-  double seconds_per_point = 2.0;             // each (transport, rpc, concurrency) runs this long
+  double seconds_per_point = 1.0;             // each (transport, rpc, concurrency, round) runs this long
+  int rpc_rounds = 3;                         // rounds of Select against the empty RPC (rpc_load.h)
   DType dtype = DType::kF32;                  // Select's and Matmul's problems
   std::vector<int64_t> matmul_sizes = {256, 512, 1024};  // n of n^3
   int matmul_repeats = 5;                     // each path, median of this many calls
@@ -39,7 +41,7 @@ struct ServiceOptions {
 };
 
 struct ServiceTables {
-  Table rpc{std::vector<std::string>{}};     // transport, rpc, concurrency: calls/s, p50, p99
+  Table rpc{std::vector<std::string>{}};     // RpcTable(): transport, rpc, concurrency: calls/s, p50, p99
   Table matmul{std::vector<std::string>{}};  // size: end to end and in-process, daemon stages
   Table zero_copy{std::vector<std::string>{}};  // size: end to end against kernel + 2 empty RPCs
   Table wire{std::vector<std::string>{}};       // request size: the bytes path's receive and send

@@ -51,6 +51,7 @@
 #include "kernels/skinny/skinny_stream.h"
 #include "kernels/splitk/splitk.h"
 #include "kernels/wgmma/wgmma_gemm.h"
+#include "kernels/wgmma_bt/wgmma_bt.h"
 
 namespace {
 
@@ -261,6 +262,13 @@ void RunFamily(const k::Launcher& launcher, const Op& op, cudaStream_t s) {
 void Skinny(const Op& op, cudaStream_t s) { RunFamily(k::kSkinnyStream, op, s); }
 void Gemv(const Op& op, cudaStream_t s) { RunFamily(k::kGemv, op, s); }
 void SplitK(const Op& op, cudaStream_t s) { RunFamily(k::kSplitK, op, s); }
+void SkinnyWide(const Op& op, cudaStream_t s) { RunFamily(k::kSkinnyStreamWideLauncher, op, s); }
+
+// wgmma_bt with `splits` CTAs per strip (0: its own plan).
+void WgmmaBt(const Op& op, int splits, cudaStream_t s) {
+  const k::LaunchArgs args = gc::Args(op.dtype, op.a, op.b, op.c, op.m, op.n, op.k, g.sm_count);
+  CUDA_CHECK(k::LaunchWgmmaBt(args, s, splits));
+}
 
 void Wgmma(const Op& op, arbiter::wgmma::WgmmaTile tile, cudaStream_t s) {
   arbiter::wgmma::WgmmaGemmArgs args;
@@ -334,6 +342,27 @@ std::vector<Candidate> Candidates() {
                           op.n % k::kSkinnyStreamRacedAlignN == 0;
                  },
                  Skinny});
+  out.push_back({"skinny_wide", k::kSkinnyStreamBudgetAbs, k::kSkinnyStreamBudgetRel,
+                 [](const Op& op) {
+                   return op.m >= k::kSkinnyStreamWideRacedMinM &&
+                          op.m <= k::kSkinnyStreamWideRacedMaxM &&
+                          op.n % k::kSkinnyStreamWideRacedAlignN == 0;
+                 },
+                 SkinnyWide});
+  // wgmma_bt at the coverage kernels/wgmma_bt/wgmma_bt_candidate.cc declares,
+  // and the same kernel with 1, 2, 4 and 8 CTAs per strip, to see what the
+  // plan's split count buys. Bench only: correct on the H200 but never faster
+  // than what is served there (bench/results/wgmma-bt-h200.md), so not registered.
+  const auto bt_covers = [aligned](const Op& op) {
+    return aligned(op) && op.m >= k::kWgmmaBtRacedMinM && op.m <= k::kWgmmaBtRacedMaxM;
+  };
+  out.push_back({"wgmma_bt", k::kWgmmaBtBudgetAbs, k::kWgmmaBtBudgetRel, bt_covers,
+                 [](const Op& op, cudaStream_t s) { WgmmaBt(op, 0, s); }, false});
+  for (int splits : {1, 2, 4, 8}) {
+    out.push_back({"wgmma_bt_s" + std::to_string(splits), k::kWgmmaBtBudgetAbs, k::kWgmmaBtBudgetRel,
+                   bt_covers, [splits](const Op& op, cudaStream_t s) { WgmmaBt(op, splits, s); },
+                   false});
+  }
   return out;
 }
 
@@ -664,6 +693,13 @@ int main(int argc, char** argv) {
         {2056, 2050, 64, DType::kBF16, false}, {520, 1034, 1024, DType::kF16, false}};
     for (const Candidate& c : candidates) {
       if (c.name == "skinny") failures += SkinnyClaims(c, st, checker);
+      if (c.name == "wgmma_bt") {
+        // Every token tile at ragged M, K off the 64-deep k-block, partial strips.
+        failures += RaggedChecks(c, {{17, 4104, 1000, DType::kBF16, false}, {33, 200, 4104, DType::kF16, false},
+                                     {100, 14336, 520, DType::kBF16, false}, {255, 328, 4096, DType::kF16, false},
+                                     {192, 9216, 3072, DType::kBF16, false}, {17, 128, 65536, DType::kBF16, false}},
+                                 st, checker);
+      }
       if (c.name.find("cpasync") != std::string::npos) failures += RaggedChecks(c, even_n, st, checker);
       if (c.name.find("splitk") != std::string::npos && c.name.find("wgmma") == 0) {
         // Clusters of 1 to 8 CTAs per tile (see WgmmaLaunchGeometry), ragged M.

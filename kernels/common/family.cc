@@ -10,7 +10,6 @@ namespace arbiter::kernels {
 namespace {
 
 absl::Status Run(const Launcher& launcher, const GemmArgs& g) {
-  const cuda::StreamResources& resources = cuda::Resources(g.stream);
   LaunchArgs args;
   args.dtype = g.problem.dtype;
   args.a = g.a;
@@ -19,6 +18,13 @@ absl::Status Run(const Launcher& launcher, const GemmArgs& g) {
   args.m = g.problem.m;
   args.n = g.problem.n;
   args.k = g.problem.k;
+  if (launcher.unsupported != nullptr) {
+    if (const char* why = launcher.unsupported(args)) {
+      return absl::UnimplementedError(
+          absl::StrCat(launcher.name, " declines ", g.problem.ToString(), ": ", why));
+    }
+  }
+  const cuda::StreamResources& resources = cuda::Resources(g.stream);
   args.sm_count = resources.props->multiProcessorCount;
   if (launcher.workspace_bytes != nullptr) {
     args.workspace_bytes = launcher.workspace_bytes(args);

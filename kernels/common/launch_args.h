@@ -40,6 +40,11 @@ struct Launcher {
   // The scratch `launch` needs for these arguments (0: none); null when the
   // family never needs any.
   size_t (*workspace_bytes)(const LaunchArgs& args) = nullptr;
+  // Why the family cannot run these arguments (nullptr: it can), asked before
+  // any launch so that the registration declines them (UNIMPLEMENTED) instead
+  // of failing; null when the family takes every argument the contract covers
+  // (e.g. TMA families need 16-byte-aligned operands, which no contract names).
+  const char* (*unsupported)(const LaunchArgs& args) = nullptr;
 };
 
 inline constexpr int64_t CeilDiv(int64_t x, int64_t y) { return (x + y - 1) / y; }

@@ -28,8 +28,10 @@ MemberContract Contract(DType dtype, std::string entry) {
   c.accuracy = Budget(dtype);
   c.determinism = Determinism::kRunToRun;
   c.arch = "sm_80+";
-  // Tile unknown: cuBLAS picks its kernel (and tile) per shape, so only
-  // measurement ranks it at a shape (engine/refinement.h's TileEntrants).
+  // cuBLAS picks its kernel (and tile) per shape, so only measurement ranks it
+  // at a shape, and a refinement races it where the bucket's figures leave it
+  // within reach (engine/refinement.h's TileEntrants).
+  c.tile.per_shape = true;
   return c;  // default coverage: every M, N, K
 }
 

@@ -4,13 +4,15 @@
 #include <algorithm>
 #include <atomic>
 
-#include <cuda.h>          // CUtensorMap and its enums (types only: libcuda is not linked)
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/common/hopper.cuh"
+
 namespace arbiter::wgmma {
 namespace {
+
+using namespace kernels::hopper;  // mbarriers, TMA, clusters, wgmma descriptors and fences
 
 // 64 16-bit elements = 128 bytes: one row of the 128B swizzle pattern, the
 // widest K box TMA can swizzle, and four k16 steps of wgmma per stage.
@@ -69,51 +71,6 @@ using Config64x256SplitK = TileConfig<64, 256, 4, true>;
 
 // ---------------------------------------------------------------- device helpers
 
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void BarrierInit(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void BarrierExpectTx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void BarrierArrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-
-// Waits until the barrier phase with this parity has completed. A fresh
-// barrier counts its (virtual) previous phase, parity 1, as completed.
-__device__ __forceinline__ void BarrierWait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
-
-// 2-D TMA tile load; coordinates are (inner, outer) elements and may run past
-// the tensor, where TMA fills zeros (and still counts the full box bytes).
-__device__ __forceinline__ void TmaLoad2d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
-                                          int inner, int outer) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(inner), "r"(outer)
-      : "memory");
-}
-
 // 2-D TMA tile store from shared memory; parts of the box past the tensor are
 // not written. Completion is tracked per issuing thread in bulk groups.
 __device__ __forceinline__ void TmaStore2d(const CUtensorMap* map, uint32_t src, int inner,
@@ -158,64 +115,18 @@ __device__ __forceinline__ void BarrierWaitCluster(uint32_t bar, uint32_t parity
         : "memory");
   } while (done == 0);
 }
-// The address of `addr` (this CTA's shared memory) in CTA `rank` of the cluster.
-__device__ __forceinline__ uint32_t MapRank(uint32_t addr, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-  return remote;
-}
 // Arrives (release at cluster scope) on a barrier in another CTA of the cluster.
 __device__ __forceinline__ void BarrierArriveRemote(uint32_t remote_bar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar)
                : "memory");
 }
-__device__ __forceinline__ float4 LoadCluster4(uint32_t remote) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(remote)
-               : "memory");
-  return v;
-}
 __device__ __forceinline__ void StoreShared2(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
-__device__ __forceinline__ void ClusterSync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" :::
-                   "memory");
-}
-
 // 4-byte global->shared copy; zero-filled past src_bytes (0 or 4).
 __device__ __forceinline__ void CpAsync4(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
                : "memory");
-}
-
-// Shared-memory matrix descriptor, 128B swizzle. Addresses and offsets are in
-// bytes (encoded in 16-byte units). K-major A: SBO = 1024 between 8-row groups,
-// LBO unused. MN-major B: LBO = distance between 64-column swizzle atoms,
-// SBO = 1024 between groups of 8 k-rows.
-__device__ __forceinline__ uint64_t SmemDesc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
-         (static_cast<uint64_t>(lbo >> 4) << 16) | (static_cast<uint64_t>(sbo >> 4) << 32) |
-         (1ull << 62);
-}
-
-__device__ __forceinline__ void WgmmaFence() {
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void WgmmaCommit() {
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void WgmmaWait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
-}
-// Keeps the compiler from moving accumulator reads across a wgmma wait.
-template <int kCount>
-__device__ __forceinline__ void FenceAccumulators(float (&d)[kCount]) {
-#pragma unroll
-  for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 #define WGMMA_ACC8(i)                                                                 \
@@ -622,35 +533,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
 // ---------------------------------------------------------------- host side
 
-PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
 // A row-major [outer, inner] 16-bit tensor, boxes of box_outer x box_inner, 128B swizzle.
 cudaError_t EncodeTensorMap(CUtensorMap* map, WgmmaDType dtype, const void* data, int64_t inner,
                             int64_t outer, uint32_t box_inner, uint32_t box_outer) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
-  if (encode == nullptr) return cudaErrorSymbolNotFound;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner) * 2};  // bytes, dim 1
-  const cuuint32_t box[2] = {box_inner, box_outer};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode(
-      map, dtype == WgmmaDType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      2, const_cast<void*>(data), dims, strides, box, element_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+  return kernels::hopper::EncodeTensorMap16(map, dtype == WgmmaDType::kBF16, data, inner, outer,
+                                            box_inner, box_outer);
 }
 
 // Raises the kernel's dynamic shared-memory limit once per device. Templated on

@@ -428,6 +428,23 @@ TEST_F(ArbiterTest, ASelectOnAStoredVerdictIsRememberedNotDecidedAgain) {
   EXPECT_TRUE(!strict.ok() || strict->get() != third->get());
 }
 
+TEST_F(ArbiterTest, RememberedIsTheRememberedAnswerAloneAndNothingOnceItIsStale) {
+  auto arbiter = Start(Standard());
+  EXPECT_EQ(arbiter->Remembered(p_, Determinism::kNondeterministic), nullptr);
+  EXPECT_EQ(arbiter->measurements(), 0) << "a lookup measured";
+  ASSERT_TRUE(arbiter->SelectShared(p_, {}).ok());  // measures
+  auto decided = arbiter->SelectShared(p_, {});     // decided from the stored verdict, remembered
+  ASSERT_TRUE(decided.ok()) << decided.status();
+  EXPECT_EQ(arbiter->Remembered(p_, Determinism::kNondeterministic), *decided);
+  EXPECT_EQ(arbiter->Remembered(p_, Determinism::kBatchInvariant), nullptr)
+      << "another determinism is another question";
+
+  ASSERT_TRUE(arbiter->Force(p_, "vendor", "pin").ok());
+  EXPECT_EQ(arbiter->Remembered(p_, Determinism::kNondeterministic), nullptr)
+      << "remembered from before the force";
+  EXPECT_EQ(arbiter->measurements(), 1);
+}
+
 TEST_F(ArbiterTest, EveryChangeASelectionDependsOnIsSeenByTheNextSelect) {
   auto arbiter = Start(Standard());
   ASSERT_EQ(arbiter->Select(p_, {})->candidate, "fast");

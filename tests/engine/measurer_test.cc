@@ -700,15 +700,20 @@ TEST_F(MeasurerTest, ACloseRaceIsTimedInMoreRoundsUntilItSettles) {
       << r->extension.ToString();
 }
 
-TEST_F(MeasurerTest, ACloseRaceGetsAtMostAsManyMoreRoundsAsItRan) {
+TEST_F(MeasurerTest, ACloseRaceGetsAtMostExtendRoundsTimesTheRoundsItRan) {
   options_.min_samples = options_.max_samples = 10;
   options_.extend = BothUntilPaired(0);
-  const absl::StatusOr<MeasureReport> r = Race(TwoSteady(), p_);
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->extension.rounds, 10);
-  EXPECT_EQ(r->cost.rounds, 20);
-  EXPECT_NE(r->extension.ended.find("not settled within 10 more rounds"), std::string::npos)
-      << r->extension.ended;
+  for (double times : {1.0, 2.5}) {
+    options_.extend_rounds = times;
+    const absl::StatusOr<MeasureReport> r = Race(TwoSteady(), p_);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const int more = static_cast<int>(10 * times);
+    EXPECT_EQ(r->extension.rounds, more);
+    EXPECT_EQ(r->cost.rounds, 10 + more);
+    EXPECT_NE(r->extension.ended.find(absl::StrCat("not settled within ", more, " more rounds")),
+              std::string::npos)
+        << r->extension.ended;
+  }
 }
 
 TEST_F(MeasurerTest, ACloseRaceIsNeverExtendedPastTheRacesDeviceBudget) {

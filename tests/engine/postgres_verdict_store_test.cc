@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/pg_leases.h"
 #include "gtest/gtest.h"
 #include "tests/engine/postgres_server.h"
 #include "tests/engine/store_test_util.h"
@@ -49,13 +50,13 @@ TEST(PostgresLeaseKeyTest, KeyIsFixedByTheKeyTextAlone) {
   // Daemons of different builds must agree on the lock a bucket takes: the key is a
   // fixed function (FNV-1a 64) of the key text, pinned here.
   const Bucket bucket = BucketFor(512, 512, 512);
-  EXPECT_EQ(PostgresVerdictStore::LeaseKey(kDevice, DType::kF32, bucket),
-            PostgresVerdictStore::LeaseKey(std::string(kDevice), DType::kF32, bucket));
-  EXPECT_NE(PostgresVerdictStore::LeaseKey(kDevice, DType::kF32, bucket),
-            PostgresVerdictStore::LeaseKey(kDevice, DType::kF16, bucket));
-  EXPECT_NE(PostgresVerdictStore::LeaseKey(kDevice, DType::kF32, bucket),
-            PostgresVerdictStore::LeaseKey(kOtherDevice, DType::kF32, bucket));
-  EXPECT_EQ(PostgresVerdictStore::LeaseKey("cpu|x", DType::kF32, bucket), kPinnedLeaseKey);
+  EXPECT_EQ(PgLeases::Key(kDevice, DType::kF32, bucket),
+            PgLeases::Key(std::string(kDevice), DType::kF32, bucket));
+  EXPECT_NE(PgLeases::Key(kDevice, DType::kF32, bucket),
+            PgLeases::Key(kDevice, DType::kF16, bucket));
+  EXPECT_NE(PgLeases::Key(kDevice, DType::kF32, bucket),
+            PgLeases::Key(kOtherDevice, DType::kF32, bucket));
+  EXPECT_EQ(PgLeases::Key("cpu|x", DType::kF32, bucket), kPinnedLeaseKey);
 }
 
 // A database of the binary's shared server for each test.

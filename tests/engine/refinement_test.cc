@@ -134,6 +134,36 @@ TEST(RefinementTest, TheFastestOfEachTileShapeWithinTheMarginRacesUnknownTilesBy
       << "no tile declared: the leaders alone, as before";
 }
 
+TEST(RefinementTest, AVendorHeuristicChosenPerShapeRacesWhileWithinReachOfTheFastest) {
+  // The H200 case: at 64x18176x4544 cuBLASLt's heuristic rank 2 was over the
+  // leaders' 25% behind wgmma_128x256, at 56x24584x6152 of the same bucket 4%
+  // ahead of rank 0: a heuristic picks another kernel at each shape.
+  Verdict v = BucketVerdict({TimedResult("wgmma_128x256", 65e-6), TimedResult("cublaslt_h0", 70e-6),
+                             TimedResult("cublaslt_h2", 90e-6), TimedResult("cublaslt_h3", 140e-6),
+                             TimedResult("simt", 900e-6)},
+                            "wgmma_128x256");
+  v.dtype = DType::kBF16;
+  v.measured = Problem{DType::kBF16, 64, 18176, 4544};
+  std::map<std::string, OutputTile> tiles = {{"wgmma_128x256", {.rows = 128, .cols = 256}},
+                                             {"cublaslt_h0", {.per_shape = true}},
+                                             {"cublaslt_h2", {.per_shape = true}},
+                                             {"cublaslt_h3", {.per_shape = true}},
+                                             {"simt", {.rows = 64, .cols = 64}}};
+  const RefineOptions options;
+  const std::vector<std::string> leaders = Leaders(v, options);
+  ASSERT_EQ(leaders, (std::vector<std::string>{"wgmma_128x256", "cublaslt_h0"}));
+  // Same fill for every declared tile (M and N multiples of both, no waves counted).
+  const Problem here{DType::kBF16, 64, 24576, 6144};
+  const std::vector<TileEntrant> entrants = TileEntrants(v, here, leaders, tiles, 0, options);
+  EXPECT_EQ(Names(entrants), std::vector<std::string>{"cublaslt_h2"})
+      << "h2 within 2x of the fastest; h3 (2.15x) and simt are out of reach";
+  ASSERT_EQ(entrants.size(), 1u);
+  EXPECT_NE(entrants[0].why.find("per shape"), std::string::npos) << entrants[0].why;
+  tiles["cublaslt_h2"].per_shape = false;
+  EXPECT_TRUE(TileEntrants(v, here, leaders, tiles, 0, options).empty())
+      << "an unknown tile not declared per shape is judged by the leaders' margin alone";
+}
+
 TEST(RefinementTest, AShapeRefinedForTheFirstTimeIsServedByTheFastestThereEvenWithinTheNoise) {
   // At the refined shape `other` is 4% faster than the bucket's winner, within 2x
   // their 10% spread: the bucket's winner would stay as an incumbent, but it won at

@@ -316,5 +316,21 @@ TEST(SelectionTest, ASeparatedChallengerOrOneWithinTheFloorIsNoUnsettledPair) {
   EXPECT_TRUE(pair(9.85e-6, 3).empty()) << "fewer rounds than min_pairs: nothing paired to extend";
 }
 
+TEST(SelectionTest, AMedianShortOfTheSeparatingMarginIsNotExtended) {
+  // `ours` is 1.5% faster in 8 rounds of 10 and level in 2: ahead by median beyond
+  // the 1% floor, but short of the 2 x 1% a separation needs, which no number
+  // of rounds would bring its bound past: no extra rounds are spent on it.
+  RaceSamples samples;
+  std::vector<double> ours;
+  for (int i = 0; i < 10; ++i) ours.push_back(i == 2 || i == 6 ? 10e-6 : 10e-6 / 1.015);
+  const std::vector<CandidateResult> r = {
+      TimedIn(samples, "vendor", 3, std::vector<double>(10, 10e-6)),
+      TimedIn(samples, "ours", 2, ours)};
+  ASSERT_EQ(Decide(r, Determinism::kNondeterministic, std::nullopt, kNoise, &samples).winner,
+            "vendor");
+  EXPECT_TRUE(UnsettledPair(r, Determinism::kNondeterministic, std::nullopt, kNoise, samples)
+                  .empty());
+}
+
 }  // namespace
 }  // namespace arbiter
