@@ -60,7 +60,7 @@ case $mode in
       --arbiterd="$bundle/bin/arbiterd" --shapes="$bundle/transformer-shapes.txt" \
       --clocks_file="$res/clocks.txt" --kernels_budget_s="${KERNELS_S:-180}" \
       --selection_budget_s="${SELECTION_S:-120}" --transfer_budget_s="${TRANSFER_S:-150}" \
-      --service_seconds="${SERVICE_S:-2}" \
+      --service_seconds="${SERVICE_S:-1}" \
       --min_samples=10 --max_samples=100 --device_budget_s=0.5 --wall_budget_s=1 \
       ${BENCH_ARGS:-} > "$out/bench.log" 2>&1
     rc=$?
