@@ -43,9 +43,10 @@ struct RefineOptions {
   // Leaders: timed candidates whose median is within this fraction of the winner's.
   double leader_margin = 0.25;
   // At most this many of the winner and those within the margin race a
-  // refinement; the fastest at each stricter determinism level (two at most) come
-  // on top. Six: on the H200 the bucket winner's close contenders are cuBLAS's
-  // other entry points (cuBLASLt's heuristics h0-h3, padded) and wgmma, whose
+  // refinement; the fastest at each stricter determinism level, and of each
+  // determinism class within tile_margin of the winner (Leaders), come on top.
+  // Six: on the H200 the bucket winner's close contenders are cuBLAS's other
+  // entry points (cuBLASLt's heuristics h0-h3, padded) and wgmma, whose
   // order changes from shape to shape inside a bucket (a heuristic picks another
   // kernel at each shape); with four, the one a shape preferred was often not
   // raced there. Four cost a median 5.7 ms of device time per refined shape
@@ -73,7 +74,9 @@ struct RefineOptions {
 // timed candidate at each stricter determinism level (so a request that
 // requires one still finds a refined figure), then the other timed candidates
 // within leader_margin of the winner, fastest first, until the winner and these
-// number max_leaders.
+// number max_leaders; and on top, the fastest of each determinism class (exactly
+// that class: the nondeterministic one's is what only a request allowing
+// nondeterminism may be served) while within tile_margin of the winner.
 std::vector<std::string> Leaders(const Verdict& bucket_verdict, const RefineOptions& options);
 
 // A candidate a refinement races beyond the leaders, and why.

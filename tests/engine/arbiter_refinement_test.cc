@@ -398,6 +398,33 @@ TEST_F(ArbiterTest, RefinementNeverServesACandidateOutsideItsCoverageOrBelowTheR
   }
 }
 
+TEST_F(ArbiterTest, ARefinementRacesTheFastestNondeterministicCandidateForRequestsThatAllowIt) {
+  // As split-K on the H200 (16x16xK): `ordered` (run_to_run) wins the bucket at
+  // 64^3, where `atomic` (nondeterministic) takes 1.3x its time - outside the
+  // leaders' 25% - but at 40x64x64 `atomic` is the faster.
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("ordered", 3, ShapedKernel([](const Problem&) { return 10e-6; })));
+  c.push_back(FakeCandidate("atomic", 2, ShapedKernel([](const Problem& p) {
+    return p.m <= 48 ? 8e-6 : 13e-6;
+  }), Determinism::kNondeterministic));
+  c.push_back(FakeCandidate("generic", 1, TimedKernel(100e-6)));
+  auto arbiter = Start(std::move(c));
+  ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+  ASSERT_EQ(Listed(*arbiter).at("").winner, "ordered");
+  absl::StatusOr<Verdict> refined = arbiter->Tune(kNarrowShape);
+  ASSERT_TRUE(refined.ok()) << refined.status();
+  ASSERT_NE(refined->Result("atomic"), nullptr);
+  EXPECT_TRUE(refined->Result("atomic")->timed()) << refined->reason;
+  auto loose = arbiter->Select(kNarrowShape, {});
+  ASSERT_TRUE(loose.ok()) << loose.status();
+  EXPECT_EQ(loose->candidate, "atomic") << loose->reason;
+  SelectOptions strict;
+  strict.required = Determinism::kRunToRun;
+  auto exact = arbiter->Select(kNarrowShape, strict);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(exact->candidate, "ordered") << "never served where determinism is required";
+}
+
 // Close races. `vendor` (tier 3, the incumbent) takes 10us; `ours` 4% less but
 // level with it in the rounds `level` names (of every 10): with 2 of 10 level,
 // 10 rounds cannot separate it (the sign test's bound is then the 2nd smallest

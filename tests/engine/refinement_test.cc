@@ -59,6 +59,31 @@ TEST(RefinementTest, LeadersKeepTheFastestOfEachDeterminismLevelBesideTheCappedC
          "batch_invariant request can be served, far slower as it is";
 }
 
+TEST(RefinementTest, LeadersRaceTheFastestOfALooserDeterminismClassWithinReachOfTheWinner) {
+  // As at 16x16x65536 on the H200: `ordered` (split-K partials summed in order,
+  // run_to_run) wins; `atomic` (split-K by atomics, nondeterministic) is 1.29x
+  // slower there, outside the leaders' 25%, yet the fastest at 16x16x32776 of the
+  // same bucket; `far` (nondeterministic too) is out of reach.
+  const Verdict v = BucketVerdict(
+      {TimedResult("ordered", 15.46e-6, Determinism::kRunToRun),
+       TimedResult("vendor", 22.6e-6, Determinism::kRunToRun),
+       TimedResult("atomic", 19.9e-6, Determinism::kNondeterministic),
+       TimedResult("far", 400e-6, Determinism::kNondeterministic),
+       TimedResult("strict", 23.9e-6, Determinism::kBatchInvariant)},
+      "ordered");
+  const std::vector<std::string> leaders = Leaders(v, RefineOptions{});
+  EXPECT_NE(std::find(leaders.begin(), leaders.end(), "atomic"), leaders.end())
+      << "the fastest nondeterministic candidate, within tile_margin of the winner";
+  EXPECT_EQ(std::find(leaders.begin(), leaders.end(), "far"), leaders.end());
+  EXPECT_EQ(std::find(leaders.begin(), leaders.end(), "vendor"), leaders.end())
+      << "neither within 25% nor the fastest of its class";
+  RefineOptions tight;
+  tight.tile_margin = 0.2;
+  const std::vector<std::string> near = Leaders(v, tight);
+  EXPECT_EQ(std::find(near.begin(), near.end(), "atomic"), near.end())
+      << "1.29x the winner is out of a 20% reach";
+}
+
 TEST(RefinementTest, LeadersByDefaultAreTheWinnerAndItsFiveClosestContenders) {
   // As on the H200: the bucket's winner and six others within the margin whose order
   // changes from shape to shape (cuBLASLt's heuristics, padded cuBLAS, wgmma).
