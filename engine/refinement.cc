@@ -207,6 +207,30 @@ Decision DecideRefinement(const std::vector<CandidateResult>& results, Determini
   return d;
 }
 
+std::vector<std::string> UnsettledPick(const std::vector<CandidateResult>& results,
+                                       Determinism required, const NoisePolicy& noise,
+                                       const RaceSamples& samples) {
+  const CandidateResult* fastest = nullptr;
+  const CandidateResult* second = nullptr;
+  for (const CandidateResult& r : results) {
+    if (!r.timed() || r.determinism < required) continue;
+    if (fastest == nullptr || r.median_seconds < fastest->median_seconds) {
+      second = fastest;
+      fastest = &r;
+    } else if (second == nullptr || r.median_seconds < second->median_seconds) {
+      second = &r;
+    }
+  }
+  if (second == nullptr) return {};
+  const PairedRatio paired = samples.Compare(second->name, fastest->name);
+  if (paired.pairs == 0 || paired.pairs < samples.min_pairs()) return {};
+  const bool ordered = paired.low > 1 || paired.high < 1;
+  const double tie = noise.noise_multiple * noise.noise_floor;
+  const bool tied = paired.low >= 1 - tie && paired.high <= 1 + tie;
+  if (ordered || tied) return {};
+  return {fastest->name, second->name};
+}
+
 const Verdict* RefinementOf(const Verdict& bucket_verdict, const Problem& p) {
   for (const Verdict& s : bucket_verdict.scoped) {
     if (s.scope.kind == VerdictScope::Kind::kShape && s.scope.Contains(p)) return &s;

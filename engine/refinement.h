@@ -120,6 +120,20 @@ Decision DecideRefinement(const std::vector<CandidateResult>& results, Determini
                           const std::optional<std::string>& fallback, const NoisePolicy& noise,
                           const RaceSamples* samples = nullptr);
 
+// Where a refinement's pick is close enough that more rounds should make it:
+// the fastest by median and the runner-up (among `results` meeting `required`),
+// when they were paired in at least min_pairs rounds and their per-round ratios
+// neither order them (the sign test's 95% bounds hold 1) nor confine their
+// difference within the noise (both bounds within noise_multiple x noise_floor
+// of 1). DecideRefinement serves the fastest by median with no incumbent, so
+// such a pair is decided by a coin flip unless more rounds are timed: on the
+// H200, cuBLASLt h0 and h2 at 1032x2056x2056 read 30.08 and 30.10 us in a
+// refinement's rounds and 3.3% apart over 100 paired rounds. Returns {fastest,
+// runner-up}; empty otherwise.
+std::vector<std::string> UnsettledPick(const std::vector<CandidateResult>& results,
+                                       Determinism required, const NoisePolicy& noise,
+                                       const RaceSamples& samples);
+
 // The verdict among a bucket's (`bucket_verdict` and its `scoped` ones) that
 // serves `p`: a refinement at exactly `p`, else the split half holding `p`, else
 // the bucket's own. Never null.

@@ -502,6 +502,55 @@ TEST_F(ArbiterTest, ACloseRefinementThatMoreRoundsSeparateSplitsTheBucket) {
   }
 }
 
+TEST_F(ArbiterTest, ARefinementWhoseTopTwoItsRoundsCannotOrderTimesThemFurther) {
+  // As cuBLASLt h0 and h2 at 1032x2056x2056 on the H200: at 40x64x64, neither the
+  // bucket's winner `vendor` (20us there), `even` takes 10us and `late` 9.5us, but
+  // 10.5us in 6 of its first 10 timed runs there, so 10 rounds put `even` first by
+  // median and leave the two unordered; more rounds find `late` the faster.
+  options_.measure.min_samples = options_.measure.max_samples = 10;
+  for (double extend : {0.0, 4.0}) {
+    options_.measure.extend_rounds = extend;
+    std::filesystem::remove_all(dir_);  // a fresh store each time
+    std::filesystem::create_directories(dir_);
+    std::vector<CandidateSpec> c;
+    c.push_back(FakeCandidate("vendor", 3, ShapedKernel([](const Problem& p) {
+      return p.m <= 48 ? 20e-6 : 10e-6;
+    })));
+    c.push_back(FakeCandidate("even", 2, ShapedKernel([](const Problem& p) {
+      return p.m <= 48 ? 10e-6 : 11e-6;
+    })));
+    auto runs = std::make_shared<int>(0);
+    c.push_back(FakeCandidate("late", 2, [runs](const GemmArgs& args) {
+      NaiveGemm(args, args.problem.k, args.problem.m);
+      auto* stream = static_cast<FakeStream*>(args.stream);
+      double seconds = 11.5e-6;
+      if (args.problem.m <= 48) {
+        seconds = 9.5e-6;
+        // The oracle's run is timed too: runs 0-6 are it and the first 6 samples.
+        if (stream->timer_running() && (*runs)++ < 7) seconds = 10.5e-6;
+      }
+      stream->Advance(seconds);
+      return absl::OkStatus();
+    }));
+    auto arbiter = Start(std::move(c));
+    ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+    ASSERT_EQ(Listed(*arbiter).at("").winner, "vendor");
+    absl::StatusOr<Verdict> refined = arbiter->Tune(kNarrowShape);
+    ASSERT_TRUE(refined.ok()) << refined.status();
+    if (extend == 0) {
+      EXPECT_EQ(refined->winner, "even") << "10 rounds alone: " << refined->reason;
+      continue;
+    }
+    EXPECT_EQ(refined->winner, "late") << refined->reason;
+    EXPECT_NE(refined->reason.find("close race: even and late timed"), std::string::npos)
+        << refined->reason;
+    EXPECT_LE(refined->cost.device, options_.refine.device_budget_seconds);
+    auto s = arbiter->Select(kNarrowShape, {});
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->candidate, "late") << s->reason;
+  }
+}
+
 TEST_F(ArbiterTest, ACloseRefinementIsExtendedWithinTheRefinementsDeviceBudget) {
   // The refinement's 10 rounds take about 0.2ms; its budget leaves room for two
   // more rounds of the 10 a coin flip would take.
