@@ -29,7 +29,8 @@ std::vector<CandidateSpec> CudaCandidates(CudaBackend& backend) {
   Add(out, kernels::MakeMmaWarpCandidate());
   Add(out, kernels::MakeMmaTiledCandidate());
   Add(out, kernels::MakeSplitkCandidate());
-  // M, N <= 64 against K >= 1024: one launch where splitk takes two.
+  // M, N <= 16 against K >= 32768: one launch where splitk takes two
+  // (kernels/splitk_tiny/splitk_tiny.h says why no wider).
   Add(out, kernels::MakeSplitKTinyCandidate());
   Add(out, kernels::MakeGemvCandidate());
   Add(out, kernels::MakeSimtCandidate());
