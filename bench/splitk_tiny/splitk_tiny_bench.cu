@@ -1,7 +1,9 @@
 // splitk_tiny_bench: correctness, then device time, of splitk_tiny
 // (kernels/splitk_tiny/splitk_tiny.h) next to splitk, cublasGemmEx and
 // cuBLASLt's first heuristic answer, for a tiny C against a long K, in one
-// process on one device.
+// process on one device; splitk_tiny@64 and @32 are its plans for 64 and 32
+// SMs (fewer, longer K slices), timed for comparison, and "read A+B (floor)"
+// a kernel that only reads the operands once (added after the first run).
 //
 // Correctness first, at every shape: random operands in [-1, 1) (never
 // zeros), an f64 device reference over the operands as stored, C and a guard
@@ -54,6 +56,21 @@ namespace gc = arbiter::gemm_check;
 
 __global__ void EmptyKernel() {}
 
+// Reads A and B once (16-byte loads, L1 bypassed, 4 CTAs an SM) and computes
+// nothing: what the operands' bytes alone cost after the flush, launch
+// included, so a candidate's time splits into the bytes and the rest. The
+// xor goes to `sink` only when (practically) impossible.
+__global__ void ReadOperandsKernel(const uint4* __restrict__ a, int64_t a_count,
+                                   const uint4* __restrict__ b, int64_t b_count, unsigned* sink) {
+  unsigned x = 0;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < a_count + b_count; i += stride) {
+    const uint4 v = i < a_count ? __ldcg(a + i) : __ldcg(b + (i - a_count));
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == 0x9e3779b9u) sink[0] = x;
+}
+
 struct Lt {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
@@ -100,6 +117,7 @@ struct Candidate {
   std::string name;
   std::function<void(const gc::Op&, cudaStream_t)> run;
   bool ok = true;
+  bool computes = true;  // false: a floor that writes no C (timed, not checked)
 };
 
 struct Timing {
@@ -133,6 +151,8 @@ int main(int argc, char** argv) {
   CUBLAS_CHECK(cublasLtCreate(&lt.handle));
   CUDA_CHECK(cudaMalloc(&lt.workspace, lt.workspace_bytes));
   gc::Scratch scratch;
+  unsigned* sink = nullptr;
+  CUDA_CHECK(cudaMalloc(&sink, sizeof(unsigned)));
   gc::Checker checker;
   const gc::L2Flush flush(device.props);
   gc::EventTimer timer;
@@ -147,6 +167,16 @@ int main(int argc, char** argv) {
       {"splitk", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitK, op, sm_count, scratch, s); }},
       {"cublasGemmEx", [&](const gc::Op& op, cudaStream_t s) { gc::RowMajorGemmEx(cublas, op, s); }},
       {"cublasLt_h0", [&](const gc::Op& op, cudaStream_t s) { lt.Run(op, s); }},
+      // The plan for fewer SMs: fewer, longer K slices (fewer clusters to add).
+      {"splitk_tiny@64", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitKTiny, op, 64, scratch, s); }},
+      {"splitk_tiny@32", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitKTiny, op, 32, scratch, s); }},
+      {"read A+B (floor)",
+       [&](const gc::Op& op, cudaStream_t s) {
+         ReadOperandsKernel<<<4 * sm_count, 256, 0, s>>>(
+             static_cast<const uint4*>(op.a), op.m * op.k * 2 / 16, static_cast<const uint4*>(op.b),
+             op.k * op.n * 2 / 16, sink);
+       },
+       true, false},
   };
 
   // The launch floor: an empty kernel under the same events and flushes.
@@ -182,13 +212,15 @@ int main(int argc, char** argv) {
     const double fixed_tol = k::kSplitKBudgetAbs + k::kSplitKBudgetRel * std::sqrt(double(s.k)) * max_ref;
     std::vector<uint8_t> first(s.m * s.n * sizeof(T)), again(first.size());
     for (Candidate& cand : cands) {
+      if (!cand.computes) continue;
       gc::Checker::Poison(c, s.m, s.n, sizeof(T), stream);
       cand.run(op, stream);
       CUDA_CHECK(cudaGetLastError());
       const gc::CheckResult r = checker.Check<T>(c, s.m, s.n, nullptr, s.m, ref, fixed_tol, UnitRoundoff(dtype), stream);
       cand.ok = r.nonfinite == 0 && r.out_of_budget == 0 && r.guard_touched == 0;
       bool repeats = true;
-      if (cand.name == "splitk_tiny") {
+      const bool tiny = cand.name.rfind("splitk_tiny", 0) == 0;
+      if (tiny) {
         CUDA_CHECK(cudaMemcpy(first.data(), c, first.size(), cudaMemcpyDeviceToHost));
         for (int i = 0; i < 3; ++i) {
           flush.Write(i, stream);  // other work between the runs, as in the daemon
@@ -204,7 +236,7 @@ int main(int argc, char** argv) {
       std::printf("%-4s %-16s %-13s max|err| %.3g (budget %.3g + u|ref|), %llu non-finite, %llu over, guard %llu%s\n",
                   cand.ok ? "ok" : "FAIL", gc::ShapeText(s).c_str(), cand.name.c_str(),
                   gc::FromBits(r.max_err_bits), fixed_tol, r.nonfinite, r.out_of_budget,
-                  r.guard_touched, cand.name == "splitk_tiny" ? (repeats ? ", 3 repeats bitwise equal" : ", REPEATS DIFFER") : "");
+                  r.guard_touched, tiny ? (repeats ? ", 3 repeats bitwise equal" : ", REPEATS DIFFER") : "");
     }
     // Warm-up, then interleaved samples under both flushes.
     for (Candidate& cand : cands) {

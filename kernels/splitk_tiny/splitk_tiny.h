@@ -25,9 +25,14 @@ inline constexpr int64_t kSplitKTinyMaxM = 64;
 inline constexpr int64_t kSplitKTinyMaxN = 64;
 // A row of A is copied 16 bytes at a time from each K slice's start.
 inline constexpr int64_t kSplitKTinyAlignK = 8;
-// The registry races it from here on: below, a split-K of a tiny C has too
-// little to split (the race would only spend tuning time).
-inline constexpr int64_t kSplitKTinyMinK = 1024;
+// What the registry races (kernels/splitk_tiny/splitk_tiny_candidate.cc), from
+// the H200 run in bench/results/splitk-tiny-h200.md: at 16 x 16 x 65536 it was
+// the fastest candidate (1.05x cublasGemmEx, 1.09x splitk), at 16 x 16 x 32776
+// within 3% of cuBLAS; at 16 x 64 x 16384 and 64 x 64 x 8192 it was 0.77-0.81x
+// of cuBLAS's time, so wider C is not raced (the kernel still takes it).
+inline constexpr int64_t kSplitKTinyRacedMaxM = 16;
+inline constexpr int64_t kSplitKTinyRacedMaxN = 16;
+inline constexpr int64_t kSplitKTinyRacedMinK = 32768;
 
 // How one launch divides K: a function of K and the SM count only.
 struct SplitKTinyPlan {

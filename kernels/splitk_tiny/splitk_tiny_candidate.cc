@@ -11,11 +11,11 @@ CandidateSpec MakeSplitKTinyCandidate() {
       .tier = 2,
       // Thread-block clusters add the K slices through distributed shared memory.
       .arch = "sm_90+",
-      // The whole C is one CTA's tile; K from a thousand on, where a split-K of
-      // a tiny C has something to split.
-      .shape = {.max_m = kSplitKTinyMaxM,
-                .max_n = kSplitKTinyMaxN,
-                .min_k = kSplitKTinyMinK,
+      // The kernel takes M, N <= 64 and any K % 8 == 0; the registry races it
+      // only where the H200 measured it competitive (splitk_tiny.h).
+      .shape = {.max_m = kSplitKTinyRacedMaxM,
+                .max_n = kSplitKTinyRacedMaxN,
+                .min_k = kSplitKTinyRacedMinK,
                 .align_k = kSplitKTinyAlignK},
       // No .tile: the CTA's tile is the whole C rounded up to 16 x 16, 32 or 64
       // (picked per shape), K split over up to one CTA per SM.
