@@ -42,7 +42,7 @@ std::vector<std::string> Leaders(const Verdict& v, const RefineOptions& options)
   });
   std::vector<std::string> out;
   // The winner and those within the margin count against max_leaders; the fastest
-  // at each stricter determinism level come on top (at most two more), so they
+  // at each stricter determinism level, and of each class within reach, come on top, so they
   // never crowd out the close contenders, which are what a shape elsewhere in
   // the bucket may prefer (on the H200, cuBLASLt's other heuristics and wgmma).
   int capped = 0;
@@ -63,12 +63,26 @@ std::vector<std::string> Leaders(const Verdict& v, const RefineOptions& options)
       }
     }
   }
-  const double bound =
-      (winner != nullptr ? winner->median_seconds
-                         : (timed.empty() ? 0 : timed.front()->median_seconds)) *
-      (1 + options.leader_margin);
+  const double base = winner != nullptr ? winner->median_seconds
+                                         : (timed.empty() ? 0 : timed.front()->median_seconds);
+  const double bound = base * (1 + options.leader_margin);
   for (const CandidateResult* r : timed) {
     if (r->median_seconds <= bound) add(r->name, true);
+  }
+  // The fastest of each determinism class, looser ones included, while within
+  // tile_margin of the winner: a class's reduction is its own (split-K partials
+  // summed in order, or by atomics), and its cost follows the shape (the split
+  // count follows K), so its rank at the measured shape does not carry - as for
+  // a vendor's per-shape kernel. A request that allows the class is served it
+  // where it is fastest (DecideRefinement filters by the request's level).
+  const double reach = base * (1 + options.tile_margin);
+  for (Determinism level : {Determinism::kNondeterministic, Determinism::kRunToRun,
+                            Determinism::kBatchInvariant}) {
+    for (const CandidateResult* r : timed) {
+      if (r->determinism != level) continue;
+      if (r->median_seconds <= reach) add(r->name, false);
+      break;
+    }
   }
   return out;
 }
@@ -191,6 +205,30 @@ Decision DecideRefinement(const std::vector<CandidateResult>& results, Determini
       "first time",
       fastest->median_seconds * 1e6, fastest->spread * 100);
   return d;
+}
+
+std::vector<std::string> UnsettledPick(const std::vector<CandidateResult>& results,
+                                       Determinism required, const NoisePolicy& noise,
+                                       const RaceSamples& samples) {
+  const CandidateResult* fastest = nullptr;
+  const CandidateResult* second = nullptr;
+  for (const CandidateResult& r : results) {
+    if (!r.timed() || r.determinism < required) continue;
+    if (fastest == nullptr || r.median_seconds < fastest->median_seconds) {
+      second = fastest;
+      fastest = &r;
+    } else if (second == nullptr || r.median_seconds < second->median_seconds) {
+      second = &r;
+    }
+  }
+  if (second == nullptr) return {};
+  const PairedRatio paired = samples.Compare(second->name, fastest->name);
+  if (paired.pairs == 0 || paired.pairs < samples.min_pairs()) return {};
+  const bool ordered = paired.low > 1 || paired.high < 1;
+  const double tie = noise.noise_multiple * noise.noise_floor;
+  const bool tied = paired.low >= 1 - tie && paired.high <= 1 + tie;
+  if (ordered || tied) return {};
+  return {fastest->name, second->name};
 }
 
 const Verdict* RefinementOf(const Verdict& bucket_verdict, const Problem& p) {

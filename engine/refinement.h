@@ -43,9 +43,10 @@ struct RefineOptions {
   // Leaders: timed candidates whose median is within this fraction of the winner's.
   double leader_margin = 0.25;
   // At most this many of the winner and those within the margin race a
-  // refinement; the fastest at each stricter determinism level (two at most) come
-  // on top. Six: on the H200 the bucket winner's close contenders are cuBLAS's
-  // other entry points (cuBLASLt's heuristics h0-h3, padded) and wgmma, whose
+  // refinement; the fastest at each stricter determinism level, and of each
+  // determinism class within tile_margin of the winner (Leaders), come on top.
+  // Six: on the H200 the bucket winner's close contenders are cuBLAS's other
+  // entry points (cuBLASLt's heuristics h0-h3, padded) and wgmma, whose
   // order changes from shape to shape inside a bucket (a heuristic picks another
   // kernel at each shape); with four, the one a shape preferred was often not
   // raced there. Four cost a median 5.7 ms of device time per refined shape
@@ -73,7 +74,9 @@ struct RefineOptions {
 // timed candidate at each stricter determinism level (so a request that
 // requires one still finds a refined figure), then the other timed candidates
 // within leader_margin of the winner, fastest first, until the winner and these
-// number max_leaders.
+// number max_leaders; and on top, the fastest of each determinism class (exactly
+// that class: the nondeterministic one's is what only a request allowing
+// nondeterminism may be served) while within tile_margin of the winner.
 std::vector<std::string> Leaders(const Verdict& bucket_verdict, const RefineOptions& options);
 
 // A candidate a refinement races beyond the leaders, and why.
@@ -116,6 +119,20 @@ Decision DecideRefinement(const std::vector<CandidateResult>& results, Determini
                           const std::optional<std::string>& previous,
                           const std::optional<std::string>& fallback, const NoisePolicy& noise,
                           const RaceSamples* samples = nullptr);
+
+// Where a refinement's pick is close enough that more rounds should make it:
+// the fastest by median and the runner-up (among `results` meeting `required`),
+// when they were paired in at least min_pairs rounds and their per-round ratios
+// neither order them (the sign test's 95% bounds hold 1) nor confine their
+// difference within the noise (both bounds within noise_multiple x noise_floor
+// of 1). DecideRefinement serves the fastest by median with no incumbent, so
+// such a pair is decided by a coin flip unless more rounds are timed: on the
+// H200, cuBLASLt h0 and h2 at 1032x2056x2056 read 30.08 and 30.10 us in a
+// refinement's rounds and 3.3% apart over 100 paired rounds. Returns {fastest,
+// runner-up}; empty otherwise.
+std::vector<std::string> UnsettledPick(const std::vector<CandidateResult>& results,
+                                       Determinism required, const NoisePolicy& noise,
+                                       const RaceSamples& samples);
 
 // The verdict among a bucket's (`bucket_verdict` and its `scoped` ones) that
 // serves `p`: a refinement at exactly `p`, else the split half holding `p`, else

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/refinement.h"
 #include "engine/selection_policy.h"
 #include "spdlog/spdlog.h"
 
@@ -589,7 +590,7 @@ absl::StatusOr<Verdict> Tuner::RaceAt(const std::shared_ptr<Job>& job,
                                       const std::vector<const RegisteredCandidate*>& racers,
                                       const std::optional<std::string>& incumbent,
                                       const NotRaced& not_raced, const MeasureOptions& measure,
-                                      RaceSamples* samples) {
+                                      RaceSamples* samples, bool refinement) {
   const Problem& p = job->problem;
   const auto t0 = std::chrono::steady_clock::now();
   // The highest tiers first: a fast early median lets hopeless candidates stop early.
@@ -615,8 +616,15 @@ absl::StatusOr<Verdict> Tuner::RaceAt(const std::shared_ptr<Job>& job,
         if (m.result.name == c->spec.name) results.push_back(m.result);
       }
     }
-    return UnsettledPair(results, Determinism::kNondeterministic, incumbent, options_.noise,
-                         samples);
+    std::vector<std::string> close = UnsettledPair(results, Determinism::kNondeterministic,
+                                                   incumbent, options_.noise, samples);
+    if (refinement) {
+      for (std::string& name :
+           UnsettledPick(results, Determinism::kNondeterministic, options_.noise, samples)) {
+        if (std::find(close.begin(), close.end(), name) == close.end()) close.push_back(name);
+      }
+    }
+    return close;
   };
   MeasureReport report;
   {

@@ -246,13 +246,16 @@ class Tuner {
   // measure's device budget; the reason says so); every other
   // eligible candidate is listed unmeasured with `not_raced`'s reason. `samples`
   // (may be null) receives the race's samples, for a caller that decides again on
-  // them. Quarantines disproved claims; stores nothing. UNAVAILABLE after a fault.
+  // them. A close race against `incumbent` gets more rounds (UnsettledPair); in a
+  // `refinement`, whose shape is served by its fastest with no incumbent, so does
+  // one between the fastest and the runner-up (UnsettledPick).
+  // Quarantines disproved claims; stores nothing. UNAVAILABLE after a fault.
   absl::StatusOr<Verdict> RaceAt(const std::shared_ptr<Job>& job,
                                  const std::vector<const RegisteredCandidate*>& eligible,
                                  const std::vector<const RegisteredCandidate*>& racers,
                                  const std::optional<std::string>& incumbent,
                                  const NotRaced& not_raced, const MeasureOptions& measure,
-                                 RaceSamples* samples = nullptr);
+                                 RaceSamples* samples = nullptr, bool refinement = false);
   // Puts the bucket's verdicts, as the store now holds them, in the cache.
   absl::Status Recache(const BucketKey& key);
   // Caches `v` as `key`'s verdict, with the refinements and halves the store

@@ -118,7 +118,8 @@ absl::StatusOr<Verdict> Tuner::RefineShape(const std::shared_ptr<Job>& job, cons
   // disagrees with the bucket beyond the noise, which splits it ...
   RaceSamples samples;
   ASSIGN_OR_RETURN(Verdict v,
-                   RaceAt(job, eligible, racers, bucket.winner, not_raced, measure, &samples));
+                   RaceAt(job, eligible, racers, bucket.winner, not_raced, measure, &samples,
+                          /*refinement=*/true));
   const bool disagrees = !v.winner.empty() && v.winner != bucket.winner;
   const Verdict raced = v;
   // ... but the shape is served by the fastest here: the bucket's winner won at

@@ -9,6 +9,7 @@
 #include "kernels/simt/simt_candidate.h"
 #include "kernels/skinny/skinny_candidate.h"
 #include "kernels/splitk/splitk_candidate.h"
+#include "kernels/splitk_tiny/splitk_tiny_candidate.h"
 #include "kernels/wgmma/wgmma_candidate.h"
 
 namespace arbiter::cuda {
@@ -28,6 +29,9 @@ std::vector<CandidateSpec> CudaCandidates(CudaBackend& backend) {
   Add(out, kernels::MakeMmaWarpCandidate());
   Add(out, kernels::MakeMmaTiledCandidate());
   Add(out, kernels::MakeSplitkCandidate());
+  // M, N <= 16 against K >= 32768: one launch where splitk takes two
+  // (kernels/splitk_tiny/splitk_tiny.h says why no wider).
+  Add(out, kernels::MakeSplitKTinyCandidate());
   Add(out, kernels::MakeGemvCandidate());
   Add(out, kernels::MakeSimtCandidate());
   Add(out, MakeWgmmaCandidates());

@@ -398,6 +398,33 @@ TEST_F(ArbiterTest, RefinementNeverServesACandidateOutsideItsCoverageOrBelowTheR
   }
 }
 
+TEST_F(ArbiterTest, ARefinementRacesTheFastestNondeterministicCandidateForRequestsThatAllowIt) {
+  // As split-K on the H200 (16x16xK): `ordered` (run_to_run) wins the bucket at
+  // 64^3, where `atomic` (nondeterministic) takes 1.3x its time - outside the
+  // leaders' 25% - but at 40x64x64 `atomic` is the faster.
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("ordered", 3, ShapedKernel([](const Problem&) { return 10e-6; })));
+  c.push_back(FakeCandidate("atomic", 2, ShapedKernel([](const Problem& p) {
+    return p.m <= 48 ? 8e-6 : 13e-6;
+  }), Determinism::kNondeterministic));
+  c.push_back(FakeCandidate("generic", 1, TimedKernel(100e-6)));
+  auto arbiter = Start(std::move(c));
+  ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+  ASSERT_EQ(Listed(*arbiter).at("").winner, "ordered");
+  absl::StatusOr<Verdict> refined = arbiter->Tune(kNarrowShape);
+  ASSERT_TRUE(refined.ok()) << refined.status();
+  ASSERT_NE(refined->Result("atomic"), nullptr);
+  EXPECT_TRUE(refined->Result("atomic")->timed()) << refined->reason;
+  auto loose = arbiter->Select(kNarrowShape, {});
+  ASSERT_TRUE(loose.ok()) << loose.status();
+  EXPECT_EQ(loose->candidate, "atomic") << loose->reason;
+  SelectOptions strict;
+  strict.required = Determinism::kRunToRun;
+  auto exact = arbiter->Select(kNarrowShape, strict);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(exact->candidate, "ordered") << "never served where determinism is required";
+}
+
 // Close races. `vendor` (tier 3, the incumbent) takes 10us; `ours` 4% less but
 // level with it in the rounds `level` names (of every 10): with 2 of 10 level,
 // 10 rounds cannot separate it (the sign test's bound is then the 2nd smallest
@@ -472,6 +499,55 @@ TEST_F(ArbiterTest, ACloseRefinementThatMoreRoundsSeparateSplitsTheBucket) {
       EXPECT_NE(refined->reason.find("close race: vendor and ours timed"), std::string::npos)
           << refined->reason;
     }
+  }
+}
+
+TEST_F(ArbiterTest, ARefinementWhoseTopTwoItsRoundsCannotOrderTimesThemFurther) {
+  // As cuBLASLt h0 and h2 at 1032x2056x2056 on the H200: at 40x64x64, neither the
+  // bucket's winner `vendor` (20us there), `even` takes 10us and `late` 9.5us, but
+  // 10.5us in 6 of its first 10 timed runs there, so 10 rounds put `even` first by
+  // median and leave the two unordered; more rounds find `late` the faster.
+  options_.measure.min_samples = options_.measure.max_samples = 10;
+  for (double extend : {0.0, 4.0}) {
+    options_.measure.extend_rounds = extend;
+    std::filesystem::remove_all(dir_);  // a fresh store each time
+    std::filesystem::create_directories(dir_);
+    std::vector<CandidateSpec> c;
+    c.push_back(FakeCandidate("vendor", 3, ShapedKernel([](const Problem& p) {
+      return p.m <= 48 ? 20e-6 : 10e-6;
+    })));
+    c.push_back(FakeCandidate("even", 2, ShapedKernel([](const Problem& p) {
+      return p.m <= 48 ? 10e-6 : 11e-6;
+    })));
+    auto runs = std::make_shared<int>(0);
+    c.push_back(FakeCandidate("late", 2, [runs](const GemmArgs& args) {
+      NaiveGemm(args, args.problem.k, args.problem.m);
+      auto* stream = static_cast<FakeStream*>(args.stream);
+      double seconds = 11.5e-6;
+      if (args.problem.m <= 48) {
+        seconds = 9.5e-6;
+        // The oracle's run is timed too: runs 0-6 are it and the first 6 samples.
+        if (stream->timer_running() && (*runs)++ < 7) seconds = 10.5e-6;
+      }
+      stream->Advance(seconds);
+      return absl::OkStatus();
+    }));
+    auto arbiter = Start(std::move(c));
+    ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+    ASSERT_EQ(Listed(*arbiter).at("").winner, "vendor");
+    absl::StatusOr<Verdict> refined = arbiter->Tune(kNarrowShape);
+    ASSERT_TRUE(refined.ok()) << refined.status();
+    if (extend == 0) {
+      EXPECT_EQ(refined->winner, "even") << "10 rounds alone: " << refined->reason;
+      continue;
+    }
+    EXPECT_EQ(refined->winner, "late") << refined->reason;
+    EXPECT_NE(refined->reason.find("close race: even and late timed"), std::string::npos)
+        << refined->reason;
+    EXPECT_LE(refined->cost.device, options_.refine.device_budget_seconds);
+    auto s = arbiter->Select(kNarrowShape, {});
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->candidate, "late") << s->reason;
   }
 }
 

@@ -59,6 +59,31 @@ TEST(RefinementTest, LeadersKeepTheFastestOfEachDeterminismLevelBesideTheCappedC
          "batch_invariant request can be served, far slower as it is";
 }
 
+TEST(RefinementTest, LeadersRaceTheFastestOfALooserDeterminismClassWithinReachOfTheWinner) {
+  // As at 16x16x65536 on the H200: `ordered` (split-K partials summed in order,
+  // run_to_run) wins; `atomic` (split-K by atomics, nondeterministic) is 1.29x
+  // slower there, outside the leaders' 25%, yet the fastest at 16x16x32776 of the
+  // same bucket; `far` (nondeterministic too) is out of reach.
+  const Verdict v = BucketVerdict(
+      {TimedResult("ordered", 15.46e-6, Determinism::kRunToRun),
+       TimedResult("vendor", 22.6e-6, Determinism::kRunToRun),
+       TimedResult("atomic", 19.9e-6, Determinism::kNondeterministic),
+       TimedResult("far", 400e-6, Determinism::kNondeterministic),
+       TimedResult("strict", 23.9e-6, Determinism::kBatchInvariant)},
+      "ordered");
+  const std::vector<std::string> leaders = Leaders(v, RefineOptions{});
+  EXPECT_NE(std::find(leaders.begin(), leaders.end(), "atomic"), leaders.end())
+      << "the fastest nondeterministic candidate, within tile_margin of the winner";
+  EXPECT_EQ(std::find(leaders.begin(), leaders.end(), "far"), leaders.end());
+  EXPECT_EQ(std::find(leaders.begin(), leaders.end(), "vendor"), leaders.end())
+      << "neither within 25% nor the fastest of its class";
+  RefineOptions tight;
+  tight.tile_margin = 0.2;
+  const std::vector<std::string> near = Leaders(v, tight);
+  EXPECT_EQ(std::find(near.begin(), near.end(), "atomic"), near.end())
+      << "1.29x the winner is out of a 20% reach";
+}
+
 TEST(RefinementTest, LeadersByDefaultAreTheWinnerAndItsFiveClosestContenders) {
   // As on the H200: the bucket's winner and six others within the margin whose order
   // changes from shape to shape (cuBLASLt's heuristics, padded cuBLAS, wgmma).
@@ -208,6 +233,40 @@ TEST(RefinementTest, AFastestWhoseFiguresAreNoiseDoesNotDisplaceTheBucketsWinner
                              NoisePolicy{})
                 .winner,
             "scattered");
+}
+
+// A candidate timed in rounds 0.. of `samples`, its figures taken from them.
+CandidateResult TimedIn(RaceSamples& samples, const std::string& name,
+                        const std::vector<double>& seconds) {
+  for (size_t i = 0; i < seconds.size(); ++i) samples.Add(name, static_cast<int>(i), seconds[i]);
+  CandidateResult r = TimedResult(name, Summarize(seconds).median);
+  r.samples = static_cast<int>(seconds.size());
+  return r;
+}
+
+TEST(RefinementTest, ARefinementsPickIsUnsettledWhileItsRoundsNeitherOrderNorTieTheTopTwo) {
+  const NoisePolicy noise;
+  // `b` 5% faster in 6 rounds of 10 and 5% slower in 4: the 95% bounds hold 1 and
+  // reach past 2% either side - which of the two is faster, 10 rounds do not say.
+  const auto pick = [&](const std::vector<double>& b, int rounds) {
+    RaceSamples samples;
+    std::vector<CandidateResult> r = {
+        TimedIn(samples, "a", std::vector<double>(rounds, 10e-6)), TimedIn(samples, "b", b),
+        TimedIn(samples, "slow", std::vector<double>(rounds, 20e-6))};
+    return UnsettledPick(r, Determinism::kNondeterministic, noise, samples);
+  };
+  std::vector<double> mixed;
+  for (int i = 0; i < 10; ++i) mixed.push_back(i % 5 < 3 ? 9.5e-6 : 10.5e-6);
+  EXPECT_EQ(pick(mixed, 10), (std::vector<std::string>{"b", "a"}));
+  EXPECT_TRUE(pick(std::vector<double>(10, 9.6e-6), 10).empty())
+      << "4% faster in every round: ordered";
+  EXPECT_TRUE(pick(std::vector<double>(10, 10.1e-6), 10).empty())
+      << "1% apart in every round: ordered, and a tie within the noise besides";
+  std::vector<double> close;
+  for (int i = 0; i < 10; ++i) close.push_back(i % 2 == 0 ? 9.9e-6 : 10.1e-6);
+  EXPECT_TRUE(pick(close, 10).empty()) << "within 2% either way: either one serves as well";
+  mixed.resize(4);
+  EXPECT_TRUE(pick(mixed, 4).empty()) << "fewer rounds than min_pairs: nothing paired to extend";
 }
 
 TEST(RefinementTest, TheMostSpecificVerdictServesAShape) {

@@ -17,6 +17,7 @@
 #include "kernels/simt/simt_candidate.h"
 #include "kernels/skinny/skinny_candidate.h"
 #include "kernels/splitk/splitk_candidate.h"
+#include "kernels/splitk_tiny/splitk_tiny_candidate.h"
 
 namespace arbiter {
 namespace {
@@ -25,7 +26,8 @@ std::vector<CandidateSpec> All() {
   std::vector<CandidateSpec> specs = {kernels::MakeMmaWarpCandidate(),
                                       kernels::MakeMmaTiledCandidate(), kernels::MakeGemvCandidate(),
                                       kernels::MakeSimtCandidate(), kernels::MakeSkinnyCandidate(),
-                                      kernels::MakeSkinnyWideCandidate()};
+                                      kernels::MakeSkinnyWideCandidate(),
+                                      kernels::MakeSplitKTinyCandidate()};
   for (CandidateSpec& s : kernels::MakeSplitkCandidate()) specs.push_back(std::move(s));
   return specs;
 }
@@ -52,7 +54,8 @@ TEST(CudaFamilyContracts, DeterminismClaimsMatchTheKernels) {
       {"mma_warp", Determinism::kBatchInvariant}, {"mma_tiled", Determinism::kBatchInvariant},
       {"gemv", Determinism::kBatchInvariant},     {"simt", Determinism::kBatchInvariant},
       {"splitk", Determinism::kRunToRun},         {"skinny", Determinism::kBatchInvariant},
-      {"skinny_wide", Determinism::kBatchInvariant}, {"splitk_atomic", Determinism::kNondeterministic}};
+      {"skinny_wide", Determinism::kBatchInvariant}, {"splitk_atomic", Determinism::kNondeterministic},
+      {"splitk_tiny", Determinism::kRunToRun}};
   for (const auto& [name, determinism] : expected) {
     for (const CandidateMember& m : Named(specs, name).members) {
       EXPECT_EQ(m.contract.determinism, determinism) << name << " " << m.contract;
@@ -63,7 +66,8 @@ TEST(CudaFamilyContracts, DeterminismClaimsMatchTheKernels) {
 TEST(CudaFamilyContracts, TensorCoreFamiliesTakeHalfTypesOnly) {
   const std::vector<CandidateSpec> specs = All();
   for (const char* name :
-       {"mma_warp", "mma_tiled", "splitk", "splitk_atomic", "gemv", "skinny", "skinny_wide"}) {
+       {"mma_warp", "mma_tiled", "splitk", "splitk_atomic", "splitk_tiny", "gemv", "skinny",
+        "skinny_wide"}) {
     const CandidateSpec& spec = Named(specs, name);
     EXPECT_NE(spec.Member(DType::kF16), nullptr) << name;
     EXPECT_NE(spec.Member(DType::kBF16), nullptr) << name;
@@ -99,6 +103,24 @@ TEST(CudaFamilyContracts, SkinnyWideCovers9To16RowsOfAlignedNOnSm90) {
     EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 8, 28672, 4096}).empty());
     EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 17, 4096, 4096}).empty());
     EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 30522, 768}).empty());
+  }
+}
+
+// splitk_tiny is raced at M, N <= 16 (any N) against K >= 32768 with K % 8 ==
+// 0 (where the H200 bench had it at or near cuBLAS), on sm_90+ (its K slices
+// meet in thread-block clusters).
+TEST(CudaFamilyContracts, SplitKTinyCoversTinyCAgainstLongAlignedK) {
+  const std::vector<CandidateSpec> specs = All();
+  const CandidateSpec& tiny = Named(specs, "splitk_tiny");
+  for (const CandidateMember& m : tiny.members) {
+    EXPECT_EQ(m.contract.arch, "sm_90+");
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 16, 65536}).empty());
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 13, 5, 32776}).empty());
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 1, 1, 1 << 20}).empty());
+    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 17, 16, 65536}).empty());
+    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 17, 65536}).empty());
+    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 16, 65540}).empty());
+    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 16, 16384}).empty());
   }
 }
 
