@@ -91,7 +91,7 @@ class CudaStream final : public Stream {
   std::unique_ptr<Buffer> cublas_workspace_;
   std::unique_ptr<Buffer> lt_workspace_;
   std::unique_ptr<Buffer> scratch_;
-  std::unique_ptr<Buffer> flush_;                 // 2x L2, written to evict it
+  std::unique_ptr<Buffer> flush_;                 // 2x L2 (and a sink), read to evict it
   std::unique_ptr<Buffer> counter_;               // one unsigned long long the counts add to
   std::unique_ptr<Buffer> fill_table_;            // FillRandom's table on the device
 };
