@@ -17,6 +17,7 @@
 #include <grpcpp/impl/codegen/client_unary_call.h>
 
 #include "arbiter/wire/split_fields.h"
+#include "arbiter/wire/unix_socket_buffers.h"
 
 namespace arbiter::client {
 namespace {
@@ -63,6 +64,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
   args.SetMaxReceiveMessageSize(limit);
   args.SetMaxSendMessageSize(limit);
   if (options.own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // Over a Unix socket, A and B cross in a few wake-ups instead of one per 208 KiB.
+  if (options.server.starts_with("unix:")) args.SetSocketMutator(wire::UnixSocketBufferMutator());
   return grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), args);
 }
 
