@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, 1) SplitKTinyKernel(const Params p) 
   __threadfence();  // every other cluster's slab is read after its arrival
   // The slabs are loaded kSlabBatch at a time before they are added, so their
   // L2 round trips overlap instead of forming a chain (16 clusters on the H200);
-  // the adds stay in cluster order. With the rank loads above: 0.5-0.7 us less at
+  // the adds stay in cluster order. With the rank loads above: 0.4-0.6 us less at
   // 16 x 16 x 65536 (bench/results/small-gemm-floor-h200.md).
   for (int i = first + threadIdx.x * 4; i < first + part; i += kThreads * 4) {
     float4 s = __ldcg(reinterpret_cast<const float4*>(p.partials + i));
