@@ -15,6 +15,10 @@
 #
 # Back here: tar -xzf <files_at>/results.tar.gz -C bench/results/ (it unpacks as
 # h200/), then python3 bench/plot.py bench/results/h200 and commit.
+#
+# The transfer section alone (a selection change checked in a short call):
+#   TRANSFER_SHAPES=16x16x32776,1x12296x6152 bench/device_run.sh transfer .device-bench "$OUT"
+# (the mode's comment below says what it writes).
 set -uo pipefail
 mode=${1:-}
 case $mode in
@@ -71,6 +75,48 @@ case $mode in
     grep -E "^(arbiter-bench|kernels|selection|service) .*(error|fail)" "$out/bench.log" | head -5
     # The summary table, last.
     sed -n '/^arbiter-bench cuda/,$p' "$out/bench.log"
+    exit $rc
+    ;;
+  transfer)
+    # The transfer section alone, into $OUT/h200-shapes (only the served shapes in
+    # TRANSFER_SHAPES, comma list of MxNxK) and then $OUT/h200-grid (every shape,
+    # while TOTAL_S allows): what a selection change is checked against.
+    out=$3 bundle=/tmp/arbiter-bench-bundle start=$SECONDS
+    rm -rf "$bundle" && mkdir -p "$bundle"
+    tar -C "$bundle" -xJf "$2/bundle.tar.xz" || { echo "device_run: cannot unpack $2/bundle.tar.xz"; exit 1; }
+    export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu \
+      --format=csv > "$out/clocks.txt" 2>&1
+    rc=0
+    for part in shapes grid; do
+      only=${TRANSFER_SHAPES:-}
+      [[ $part == grid ]] && only=
+      [[ $part == shapes && -z $only ]] && continue
+      left=$(( ${TOTAL_S:-220} - (SECONDS - start) ))
+      (( left > 20 )) || { echo "device_run: no time left for $part"; break; }
+      res=$out/h200-$part
+      mkdir -p "$res" && cp "$out/clocks.txt" "$res/"
+      timeout "$left" "$bundle/bin/arbiter-bench" --backend=cuda --out="$res" --sections=transfer \
+        --shapes="$bundle/transformer-shapes.txt" --clocks_file="$res/clocks.txt" \
+        --transfer_shapes="$only" --transfer_budget_s=$(( left - 30 )) --peak_squares=4096 \
+        --min_samples=10 --max_samples=100 --device_budget_s=0.5 --wall_budget_s=1 \
+        ${BENCH_ARGS:-} > "$out/bench-$part.log" 2>&1
+      rc=$?
+      echo "arbiter-bench $part rc=$rc after $((SECONDS - start)) s (bundle of commit $(cat "$bundle/COMMIT"))"
+      grep -E "transfer: (before|after)" "$out/bench-$part.log"
+      # The rows of the shapes named, and any other whose paired regret is over 1.03 or missing.
+      python3 - "$res/transfer.csv" "${TRANSFER_SHAPES:-}" <<'PY' || true
+import csv, sys
+watch = [s for s in sys.argv[2].split(',') if s]
+for r in csv.DictReader(open(sys.argv[1])):
+    paired = r['regret_after_paired']
+    if r['served_at'] in watch or not paired or float(paired) > 1.03:
+        print(r['served_at'], 'after', r['served_after'], 'best', r['best'], 'regret', r['regret_after'],
+              'paired', r['regret_after_paired'], r['regret_after_low'], r['regret_after_high'],
+              'entrants', r['refine_entrants'])
+PY
+      tar -czf "$out/results-$part.tar.gz" -C "$out" "h200-$part" && rm -rf "$res"
+    done
     exit $rc
     ;;
   *)

@@ -54,7 +54,6 @@ class CpuStream final : public Stream {
   const int threads_;
   const int64_t flush_bytes_;
   std::vector<uint64_t> flush_scratch_;  // empty until the first FlushCache
-  uint64_t flush_round_ = 0;
   std::optional<Clock::time_point> start_;
   std::optional<Clock::time_point> stop_;
 };

@@ -183,7 +183,27 @@ cudaError_t ReferenceOf(DeviceElem elem, const void* a, const void* b, const int
   return cudaErrorInvalidValue;
 }
 
+__global__ void ReadFlushKernel(const uint4* __restrict__ p, int64_t count, unsigned never,
+                                unsigned* sink) {
+  unsigned x = 0;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint4 v = __ldcg(p + i);
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == never) *sink = x;
+}
+
 }  // namespace
+
+cudaError_t LaunchReadFlush(const void* data, size_t bytes, unsigned never, unsigned* sink,
+                            int blocks, cudaStream_t stream) {
+  if (bytes % sizeof(uint4) != 0 || blocks < 1) return cudaErrorInvalidValue;
+  ReadFlushKernel<<<blocks, 512, 0, stream>>>(static_cast<const uint4*>(data),
+                                              static_cast<int64_t>(bytes / sizeof(uint4)), never,
+                                              sink);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchFill(void* data, int elem_bytes, uint64_t nan_bits, size_t count,
                        cudaStream_t stream) {

@@ -20,6 +20,14 @@ enum class DeviceElem : int { kF32 = 1, kF64 = 2, kF16 = 3, kBF16 = 4 };
 cudaError_t LaunchFill(void* data, int elem_bytes, uint64_t nan_bits, size_t count,
                        cudaStream_t stream);
 
+// Reads `bytes` (a multiple of 16) of `data` through the L2, bypassing L1, in
+// `blocks` blocks: the L2 then holds clean lines of `data` and nothing else.
+// The xor of every word goes to `sink` (device memory, one unsigned) only where
+// it equals `never`, which the caller picks so it does not (practically never
+// written: the loads cannot be dropped, and no line is left dirty).
+cudaError_t LaunchReadFlush(const void* data, size_t bytes, unsigned never, unsigned* sink,
+                            int blocks, cudaStream_t stream);
+
 // Fills `count` elements of `elem_bytes` (2, 4 or 8) from a 2^16-entry `table`
 // (device memory) as engine/random_fill.h describes: element i is the entry
 // picked by SplitMix64(key + i), its sign bit flipped by bit 16 of that hash.

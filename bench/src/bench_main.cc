@@ -52,6 +52,9 @@ ABSL_FLAG(double, selection_budget_s, 0, "selection: start no new shape after th
 ABSL_FLAG(double, transfer_budget_s, 0, "transfer: start no new shape after this many seconds");
 ABSL_FLAG(bool, transfer_issue_table, true,
           "transfer: on cuda, also the buckets and shapes of issue 11's table (bf16), first");
+ABSL_FLAG(std::string, transfer_shapes, "",
+          "transfer: only these served shapes, comma list of MxNxK (e.g. 16x16x32776); a bucket "
+          "serving none of them is not measured (default: every shape of the grid)");
 ABSL_FLAG(bool, second_run, true, "kernels: measure every shape twice to show the runs agree");
 ABSL_FLAG(int, warmup, 1, "untimed interleaved rounds before sampling");
 ABSL_FLAG(int, min_samples, 5, "timed samples per candidate at least");
@@ -304,7 +307,9 @@ Table MethodTable(const BenchDevice& dev, const SectionOptions& options, const R
                            " s) are spent; figures are medians, spread IQR/median")});
   method.Add({"cold_cache", measure.cold_cache
                                 ? absl::StrCat("the backend's FlushCache before every sample (",
-                                               info.cache_bytes, " B last-level cache evicted)")
+                                               info.cache_bytes,
+                                               " B last-level cache evicted by reading twice "
+                                               "as much: clean lines left, none to write back)")
                                 : "off (warm cache)"});
   method.Add({"checked", "every candidate checked by the oracle on NaN-poisoned output, and its "
                          "determinism claim, before timing (the engine's Measurer)"});
@@ -492,6 +497,7 @@ int main(int argc, char** argv) {
     std::vector<TransferGroup> groups;
     if (gpu && absl::GetFlag(FLAGS_transfer_issue_table)) groups = IssueTransferGroups();
     for (TransferGroup& g : TransferGroups(list.shapes)) groups.push_back(std::move(g));
+    groups = OnlyServedAt(std::move(groups), absl::GetFlag(FLAGS_transfer_shapes));
     TuningTally tally;
     SectionOptions to = options;
     to.budget_seconds = absl::GetFlag(FLAGS_transfer_budget_s);

@@ -125,6 +125,10 @@ struct TransferGroup {
 std::vector<TransferGroup> TransferGroups(const std::vector<BenchShape>& shapes);
 // The groups of issue 11's table (bf16 on the H200): measured and served shapes.
 std::vector<TransferGroup> IssueTransferGroups();
+// `groups` served only at the shapes `dims` lists ("16x16x32776,1x12296x6152"),
+// without the groups left serving none; all of them where `dims` is empty.
+std::vector<TransferGroup> OnlyServedAt(std::vector<TransferGroup> groups,
+                                        const std::string& dims);
 
 // Transfer, before and after refinement. For each group, on `engine` (its store
 // emptied first: Invalidate all): the bucket is tuned at `measured`; each served

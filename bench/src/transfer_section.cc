@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "bench/src/sections.h"
 #include "engine/bucket.h"
 #include "engine/selection.h"
@@ -87,6 +88,23 @@ std::vector<TransferGroup> IssueTransferGroups() {
     }
   }
   return groups;
+}
+
+std::vector<TransferGroup> OnlyServedAt(std::vector<TransferGroup> groups,
+                                        const std::string& dims) {
+  if (dims.empty()) return groups;
+  const std::vector<std::string> wanted = absl::StrSplit(dims, ',', absl::SkipEmpty());
+  std::vector<TransferGroup> out;
+  for (TransferGroup& g : groups) {
+    std::vector<Problem> served;
+    for (const Problem& q : g.served) {
+      if (std::find(wanted.begin(), wanted.end(), Dims(q)) != wanted.end()) served.push_back(q);
+    }
+    if (served.empty()) continue;
+    g.served = std::move(served);
+    out.push_back(std::move(g));
+  }
+  return out;
 }
 
 absl::StatusOr<Table> RunTransfer(BenchDevice& dev, Arbiter& engine, TuningTally& tally,
