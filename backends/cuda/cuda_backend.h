@@ -36,6 +36,7 @@ struct CudaBackendOptions {
   size_t cublas_workspace_bytes = 32ull << 20;     // per-stream cublasGemmEx workspace
   size_t lt_workspace_bytes = 64ull << 20;         // per-stream cublasLtMatmul workspace
   size_t staging_bytes = 8ull << 20;               // per-stream pinned host staging: two halves a copy's chunks alternate in
+  int packing_threads = 4;                         // per-stream threads packing a chunk into staging, the caller's included
 };
 
 class CudaBackend final : public arbiter::Backend {

@@ -85,6 +85,7 @@ absl::Status CudaStream::Init(const CudaBackendOptions& options) {
   staging_half_ = std::max<size_t>(options.staging_bytes / 2, 1 << 20);
   chunk_ = std::min(staging_half_, kCopyChunkBytes);
   CUDA_RETURN_IF_ERROR(cudaMallocHost(&staging_, 2 * staging_half_));
+  packers_ = std::make_unique<ForkJoinPool>(options.packing_threads);
 
   CUBLAS_RETURN_IF_ERROR(cublasCreate(&res_.cublas));
   CUBLAS_RETURN_IF_ERROR(cublasSetStream(res_.cublas, res_.stream));
@@ -129,57 +130,30 @@ absl::Status CudaStream::Use() const {
 
 absl::Status CudaStream::CopyToDevice(Buffer& dst, const void* src, size_t bytes) {
   RETURN_IF_ERROR(CheckFits("CopyToDevice", bytes, dst));
-  RETURN_IF_ERROR(Use());
-  const char* from = static_cast<const char*>(src);
-  char* to = static_cast<char*>(dst.data());
-  // Double-buffered: the host fills one pinned half while the other is in flight.
-  int half = 0;
-  for (size_t off = 0; off < bytes; off += chunk_, half ^= 1) {
-    const size_t n = std::min(chunk_, bytes - off);
-    char* stage = static_cast<char*>(staging_) + half * staging_half_;
-    CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staged_[half]));  // the half is free again
-    std::memcpy(stage, from + off, n);
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to + off, stage, n, cudaMemcpyHostToDevice, res_.stream));
-    CUDA_RETURN_IF_ERROR(cudaEventRecord(staged_[half], res_.stream));
-  }
-  return absl::OkStatus();
+  const HostPiece whole{src, bytes};
+  return StageToDevice(HostGather(absl::MakeConstSpan(&whole, 1)), static_cast<char*>(dst.data()));
 }
 
 absl::Status CudaStream::GatherToDevice(Buffer& dst, absl::Span<const HostPiece> pieces) {
-  RETURN_IF_ERROR(CheckFits("GatherToDevice", TotalBytes(pieces), dst));
+  // A gRPC message arrives in pieces of a frame or so (16 KiB by default): they are
+  // packed into a chunk of the pinned staging, so the copies' fixed cost is paid per chunk.
+  const HostGather gather(pieces);
+  RETURN_IF_ERROR(CheckFits("GatherToDevice", gather.bytes(), dst));
+  return StageToDevice(gather, static_cast<char*>(dst.data()));
+}
+
+absl::Status CudaStream::StageToDevice(const HostGather& gather, char* to) {
   RETURN_IF_ERROR(Use());
-  char* to = static_cast<char*>(dst.data());
-  // A gRPC message arrives in pieces of a frame or so (16 KiB by default): each
-  // is packed into the free pinned half, which goes to the device once it holds
-  // a chunk while the other half fills - the copies' fixed cost is paid per chunk.
+  // Double-buffered: the host packs one pinned half while the other is in flight.
   int half = 0;
-  char* stage = nullptr;  // the half being filled; null until its last copy is done
-  size_t filled = 0;
-  auto send = [&]() -> absl::Status {
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to, stage, filled, cudaMemcpyHostToDevice, res_.stream));
+  for (size_t off = 0; off < gather.bytes(); off += chunk_, half ^= 1) {
+    const size_t n = std::min(chunk_, gather.bytes() - off);
+    char* stage = static_cast<char*>(staging_) + half * staging_half_;
+    CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staged_[half]));  // the half is free again
+    gather.Copy(off, n, stage, packers_.get());
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to + off, stage, n, cudaMemcpyHostToDevice, res_.stream));
     CUDA_RETURN_IF_ERROR(cudaEventRecord(staged_[half], res_.stream));
-    to += filled;
-    filled = 0;
-    stage = nullptr;
-    half ^= 1;
-    return absl::OkStatus();
-  };
-  for (const HostPiece& piece : pieces) {
-    const char* from = static_cast<const char*>(piece.data);
-    for (size_t left = piece.bytes; left > 0;) {
-      if (stage == nullptr) {
-        CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staged_[half]));  // the half is free again
-        stage = static_cast<char*>(staging_) + half * staging_half_;
-      }
-      const size_t n = std::min(left, chunk_ - filled);
-      std::memcpy(stage + filled, from, n);
-      filled += n;
-      from += n;
-      left -= n;
-      if (filled == chunk_) RETURN_IF_ERROR(send());
-    }
   }
-  if (filled > 0) RETURN_IF_ERROR(send());
   return absl::OkStatus();
 }
 

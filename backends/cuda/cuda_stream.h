@@ -3,7 +3,8 @@
 // bound to the stream with its own workspace (cuBLAS repeats its results
 // bitwise only with a fixed workspace per stream), a cuBLASLt handle and
 // workspace, and a scratch area. Copies from or to pageable host memory go
-// through pinned host staging in double-buffered chunks of at most 4 MiB;
+// through pinned host staging in double-buffered chunks of at most 4 MiB,
+// each packed by the stream's packing threads (host_gather.h says why several);
 // copies to page-locked host memory (Backend::host_allocator's) go by DMA
 // alone. The device timer is a pair of CUDA events around the enqueued kernel
 // alone.
@@ -22,6 +23,8 @@
 #include "backends/cuda/cuda_resources.h"
 #include "backends/cuda/device_pool.h"
 #include "engine/backend.h"
+#include "engine/fork_join_pool.h"
+#include "engine/host_gather.h"
 
 namespace arbiter::cuda {
 
@@ -69,6 +72,8 @@ class CudaStream final : public Stream {
   absl::Status Init(const CudaBackendOptions& options);
   absl::Status Use() const;  // makes the device current on this thread
   absl::Status CopyToHostRaw(void* dst, const void* src, size_t bytes);
+  // Stages `gather`'s bytes a chunk at a time to `to` on the device.
+  absl::Status StageToDevice(const HostGather& gather, char* to);
   // Zeroes the device counter, enqueues `launch(counter)` and reads the counter back.
   template <typename Launch>
   absl::StatusOr<int64_t> Count(Launch launch);
@@ -82,6 +87,7 @@ class CudaStream final : public Stream {
   size_t staging_half_ = 0;
   size_t chunk_ = 0;                              // one copy's bytes: min(half, kCopyChunkBytes)
   cudaEvent_t staged_[2] = {nullptr, nullptr};    // a half's copy has completed
+  std::unique_ptr<ForkJoinPool> packers_;         // fill a half with a chunk
   std::unique_ptr<Buffer> cublas_workspace_;
   std::unique_ptr<Buffer> lt_workspace_;
   std::unique_ptr<Buffer> scratch_;

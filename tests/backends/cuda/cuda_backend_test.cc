@@ -176,6 +176,42 @@ TEST_F(CudaBackendTest, GatheredOperandComesBackIntoPageLockedAndPageableMemory)
   EXPECT_EQ(std::memcmp(pageable.data(), src.data(), bytes), 0) << "pageable copy differs";
 }
 
+// Pieces as large as a gRPC read can make them (up to 3 MiB, so chunks and the
+// packing threads' parts start and end inside one), empty ones among them, gathered
+// into the middle of a device buffer whose every other byte keeps its poison: with
+// one packing thread and with several, every byte lands and nothing outside it.
+TEST_F(CudaBackendTest, GatherOfLargeAndEmptyPiecesIsExactOnAnyPackingThreadCount) {
+  const size_t bytes = (13 << 20) + 4099, guard = 4096;
+  std::vector<unsigned char> src(bytes);
+  std::mt19937 rng(12);
+  for (auto& v : src) v = static_cast<unsigned char>(rng());
+  std::vector<HostPiece> pieces;
+  for (size_t at = 0; at < bytes;) {
+    const size_t n = std::min<size_t>(bytes - at, rng() % 4 == 0 ? 0 : rng() % (3 << 20));
+    pieces.push_back(HostPiece{src.data() + at, n});
+    at += n;
+  }
+  for (int threads : {1, 3, 4}) {
+    SCOPED_TRACE(absl::StrCat(threads, " packing threads"));
+    stream_.reset();  // the last round's stream goes before its backend
+    backend_.reset();
+    ASSERT_NO_FATAL_FAILURE(Open(CudaBackendOptions{.packing_threads = threads}));
+    std::unique_ptr<Buffer> buf = Upload(std::vector<unsigned char>(bytes + 2 * guard, 0xEE));
+    ASSERT_NE(buf, nullptr);
+    BufferView middle(static_cast<char*>(buf->data()) + guard, bytes);
+    absl::Status st = stream_->GatherToDevice(middle, pieces);
+    ASSERT_TRUE(st.ok()) << st;
+    std::vector<unsigned char> back(bytes + 2 * guard);
+    st = stream_->CopyToHost(back.data(), *buf, back.size());
+    ASSERT_TRUE(st.ok()) << st;
+    EXPECT_EQ(std::memcmp(back.data() + guard, src.data(), bytes), 0) << "gathered bytes differ";
+    EXPECT_EQ(std::count(back.begin(), back.begin() + guard, 0xEE), static_cast<long>(guard))
+        << "written before the destination";
+    EXPECT_EQ(std::count(back.end() - guard, back.end(), 0xEE), static_cast<long>(guard))
+        << "written past the destination";
+  }
+}
+
 TEST_F(CudaBackendTest, PoolReusesFreedMemoryAndNeverHandsOutNull) {
   auto backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
