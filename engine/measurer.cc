@@ -421,7 +421,9 @@ void Measurer::StopSampling(std::vector<Entrant>& entrants, int round, double wa
       best_st = st;
     }
   }
-  const bool device_spent = cost.device >= options_.device_budget_seconds;
+  // The timed rounds leave extend_reserve of the budget to a close race's extra rounds.
+  const double reserve = std::clamp(options_.extend_reserve, 0.0, 1.0);
+  const bool device_spent = cost.device >= options_.device_budget_seconds * (1 - reserve);
   const bool budget_spent = device_spent || wall >= options_.wall_budget_seconds;
   const bool out_of_time = wall > options_.wall_limit_seconds;
   for (Entrant& e : entrants) {
