@@ -100,6 +100,10 @@ struct MeasureOptions {
   // 40-50 paired rounds before the sign test's bound clears 2% (on the H200 a
   // 3.6% cuBLASLt pair was not separated by 20 and was by 100).
   double extend_rounds = 4.0;
+  // The share of device_budget_seconds the timing rounds leave unspent for the
+  // extra rounds, which stop at the whole budget: 0 (the default) leaves none,
+  // so a race that spends its budget gets no extra rounds.
+  double extend_reserve = 0;
 };
 
 // Result of measuring a candidate; `claim_violation` is set (with evidence in

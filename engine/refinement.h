@@ -68,6 +68,11 @@ struct RefineOptions {
   // 4096 cost a median 7.7 ms, its worst 29-40 ms where a split raced every
   // candidate a second time (goal <= 20 ms).
   double device_budget_seconds = 0.015;
+  // The share of that budget its timed rounds leave to a close race's extra
+  // rounds (MeasureOptions::extend_reserve). On the H200 (15ae402) the rounds
+  // of 11 entrants of 50 us spent all 15 ms at 1x12296x6152, leaving a close
+  // pick 0 extra rounds; a third leaves ~5 ms, some 40 rounds of a 60 us pair.
+  double close_race_reserve = 1.0 / 3;
 };
 
 // The names a refinement of `bucket_verdict` races: its winner, the fastest

@@ -114,6 +114,7 @@ absl::StatusOr<Verdict> Tuner::RefineShape(const std::shared_ptr<Job>& job, cons
   measure.device_budget_seconds = std::min(measure.device_budget_seconds * share,
                                            options_.refine.device_budget_seconds);
   measure.wall_budget_seconds *= share;
+  measure.extend_reserve = options_.refine.close_race_reserve;
   // Decided first against the bucket's winner as the incumbent: whether this shape
   // disagrees with the bucket beyond the noise, which splits it ...
   RaceSamples samples;

@@ -54,7 +54,8 @@ struct TuningCost {
   double oracle = 0;       // each candidate's run on poisoned C, checked against the reference
   double determinism = 0;  // the claim re-runs and their bitwise comparison
   double warmup = 0;       // untimed interleaved rounds before sampling
-  double flush = 0;        // cold-cache flushes before each timed sample
+  double flush = 0;        // cold-cache flushes before each timed sample, enqueued (a flush on
+                           // a device runs on into `timing`, not waited for on its own)
   double timing = 0;       // the timed samples (host time around each)
   double device = 0;       // device time of the timed samples: part of `timing`
   int rounds = 0;          // interleaved timing rounds

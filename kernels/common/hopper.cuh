@@ -128,14 +128,17 @@ inline PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
   return fn;
 }
 
-// A row-major [outer, inner] tensor of 16-bit elements (bf16 or f16), read in
-// boxes of box_outer x box_inner, 128B swizzle.
-inline cudaError_t EncodeTensorMap16(CUtensorMap* map, bool bf16, const void* data, int64_t inner,
-                                     int64_t outer, uint32_t box_inner, uint32_t box_outer) {
+// A row-major [outer, inner] tensor of 16-bit elements (bf16 or f16) whose
+// rows lie `row_bytes` apart (a multiple of 16, data 16-byte aligned: what TMA
+// takes), read or written in boxes of box_outer x box_inner, 128B swizzle.
+// Elements past the tensor read as zeros and are never written.
+inline cudaError_t EncodeTensorMap16Strided(CUtensorMap* map, bool bf16, const void* data,
+                                            int64_t inner, int64_t outer, int64_t row_bytes,
+                                            uint32_t box_inner, uint32_t box_outer) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
   if (encode == nullptr) return cudaErrorSymbolNotFound;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner) * 2};  // bytes, dim 1
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};  // bytes, dim 1
   const cuuint32_t box[2] = {box_inner, box_outer};
   const cuuint32_t element_strides[2] = {1, 1};
   const CUresult r = encode(
@@ -143,6 +146,12 @@ inline cudaError_t EncodeTensorMap16(CUtensorMap* map, bool bf16, const void* da
       const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// A dense row-major [outer, inner] tensor of 16-bit elements (rows inner * 2 bytes apart).
+inline cudaError_t EncodeTensorMap16(CUtensorMap* map, bool bf16, const void* data, int64_t inner,
+                                     int64_t outer, uint32_t box_inner, uint32_t box_outer) {
+  return EncodeTensorMap16Strided(map, bf16, data, inner, outer, inner * 2, box_inner, box_outer);
 }
 
 }  // namespace arbiter::kernels::hopper

@@ -551,6 +551,22 @@ TEST_F(ArbiterTest, ARefinementWhoseTopTwoItsRoundsCannotOrderTimesThemFurther) 
   }
 }
 
+TEST_F(ArbiterTest, ARefinementWhoseRoundsWouldSpendItsBudgetLeavesSomeToItsCloseRace) {
+  // `vendor` is stable after its 10 samples and stops; `ours`, level with it in 4
+  // rounds of 10, is not and would sample alone until the budget (0.5ms) is
+  // spent, leaving their close race no round. A third of the budget is kept for it.
+  options_.measure.min_samples = 10;
+  options_.measure.max_samples = 100;
+  options_.refine.device_budget_seconds = 0.5e-3;
+  auto arbiter = Start(Close({2, 4, 6, 8}, /*ours_at_bucket=*/12e-6));
+  ASSERT_TRUE(arbiter->Tune(kBucketShape).ok());
+  absl::StatusOr<Verdict> refined = arbiter->Tune(kNarrowShape);
+  ASSERT_TRUE(refined.ok()) << refined.status();
+  EXPECT_LE(refined->cost.device, options_.refine.device_budget_seconds) << refined->reason;
+  EXPECT_GT(refined->Result("vendor")->samples, 10) << "extra rounds: " << refined->reason;
+  EXPECT_EQ(refined->reason.find("timed 0 more"), std::string::npos) << refined->reason;
+}
+
 TEST_F(ArbiterTest, ACloseRefinementIsExtendedWithinTheRefinementsDeviceBudget) {
   // The refinement's 10 rounds take about 0.2ms; its budget leaves room for two
   // more rounds of the 10 a coin flip would take.

@@ -85,19 +85,28 @@ class FakeStream final : public Stream {
     FillNaN(dtype, buf.data(), count);
     return absl::OkStatus();
   }
-  absl::Status FlushCache() override { return absl::OkStatus(); }
+  // A flush is device work queued behind what is there (set_flush_seconds; none
+  // by default): events recorded after it fire when it ends.
+  absl::Status FlushCache() override {
+    queued_ += flush_seconds_;
+    return absl::OkStatus();
+  }
   absl::Status TimerStart() override {
-    start_ = clock_;
+    start_ = clock_ + queued_;
     timer_running_ = true;
     return absl::OkStatus();
   }
   absl::Status TimerStop() override {
-    stop_ = clock_;
+    stop_ = clock_ + queued_;
     timer_running_ = false;
     return absl::OkStatus();
   }
   absl::StatusOr<double> ElapsedSeconds() override { return stop_ - start_; }
-  absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::Status Synchronize() override {
+    clock_ += queued_;  // the host waits for the queue: the device is idle after
+    queued_ = 0;
+    return absl::OkStatus();
+  }
   absl::Status Reference(const Problem& p, const Buffer& a, const Buffer& b,
                          std::vector<double>* c) override {
     const void* ad = const_cast<Buffer&>(a).data();
@@ -114,13 +123,25 @@ class FakeStream final : public Stream {
   // Called by fake kernels: the "device" spends `seconds`, stretched by the drift
   // (each call after the first takes `drift` longer than the one before, as a
   // device heating up would).
-  void Advance(double seconds) { clock_ += seconds * (1 + drift_ * advances_++); }
+  void Advance(double seconds) {
+    clock_ += queued_ + seconds * (1 + drift_ * advances_++);
+    queued_ = 0;
+  }
   void set_drift(double drift) { drift_ = drift; }
+  void set_flush_seconds(double seconds) { flush_seconds_ = seconds; }
+  // A fake kernel's host-side launch cost: the host spends `seconds` before the
+  // kernel reaches the device, which idles for what queued work does not cover.
+  void HostLaunch(double seconds) {
+    clock_ += std::max(queued_, seconds);
+    queued_ = 0;
+  }
   // Between TimerStart and TimerStop: a kernel running now is a timed sample.
   bool timer_running() const { return timer_running_; }
 
  private:
   double clock_ = 0, start_ = 0, stop_ = 0;
+  double queued_ = 0;         // device work enqueued after clock_ (flushes)
+  double flush_seconds_ = 0;  // what one FlushCache queues
   double drift_ = 0;
   int64_t advances_ = 0;
   bool timer_running_ = false;

@@ -94,6 +94,34 @@ TEST_F(MeasurerTest, ACorrectCandidateIsTimedOnTheDeviceClock) {
   EXPECT_FALSE(m[0].claim_violation);
 }
 
+// A correct kernel of `device_seconds` whose launch costs the host `host_seconds`
+// first (cuBLAS's heuristics and descriptors, a pre-pass, a cluster launch).
+KernelFn HostCostlyKernel(double host_seconds, double device_seconds) {
+  return [=](const GemmArgs& a) {
+    NaiveGemm(a, a.problem.k, a.problem.m);
+    auto* stream = static_cast<FakeStream*>(a.stream);
+    stream->HostLaunch(host_seconds);
+    stream->Advance(device_seconds);
+    return absl::OkStatus();
+  };
+}
+
+// Device time is what a race compares: the flush before a sample is not waited
+// for, so a launch that costs the host more than it costs the device hides behind
+// the flush and the faster kernel wins. (Waiting put the launch in the window:
+// 12 + 8 us read as slower than 1 + 10.)
+TEST_F(MeasurerTest, ACandidatesHostLaunchCostHidesBehindTheFlush) {
+  stream_.set_flush_seconds(30e-6);  // a read pass over twice the L2 takes about that
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("light_launch", 2, HostCostlyKernel(1e-6, 10e-6)));
+  c.push_back(FakeCandidate("heavy_launch", 2, HostCostlyKernel(12e-6, 8e-6)));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 2u);
+  for (const Measurement& x : m) ASSERT_EQ(x.result.state, ResultState::kTimed) << x.result;
+  EXPECT_NEAR(m[0].result.median_seconds, 10e-6, 1e-12);
+  EXPECT_NEAR(m[1].result.median_seconds, 8e-6, 1e-12);
+}
+
 TEST_F(MeasurerTest, AWrongResultFailsTheOracleAndIsNeverTimed) {
   std::vector<CandidateSpec> c;
   c.push_back(FakeCandidate("skips_k", 2, [](const GemmArgs& a) {
