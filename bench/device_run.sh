@@ -24,12 +24,12 @@ mode=${1:-}
 case $mode in
   bundle)
     build=${2:-build}
-    for b in arbiter-bench arbiterd arbiterctl; do
+    for b in arbiter-bench arbiterd arbiterctl unix-socket-rate; do
       [[ -x $build/bin/$b ]] || { echo "device_run: $build/bin/$b missing: build it first" >&2; exit 2; }
     done
     stage=$(mktemp -d)
     mkdir -p "$stage/bin"
-    for b in arbiter-bench arbiterd arbiterctl; do
+    for b in arbiter-bench arbiterd arbiterctl unix-socket-rate; do
       cp "$build/bin/$b" "$stage/bin/" && strip --strip-debug "$stage/bin/$b"
     done
     # The bundle script lives in the shared folder beside the repository (../shared from
@@ -37,7 +37,7 @@ case $mode in
     bundler=${ARBITER_BUNDLE:-../shared/device/bundle}
     [[ -x $bundler ]] || bundler=../../shared/device/bundle
     "$bundler" "$stage/b" "$stage/bin/arbiter-bench" "$stage/bin/arbiterd" \
-      "$stage/bin/arbiterctl"
+      "$stage/bin/arbiterctl" "$stage/bin/unix-socket-rate"
     shapes=../shared/eval/transformer-shapes.txt
     [[ -f $shapes ]] || shapes=../../shared/eval/transformer-shapes.txt
     cp "$shapes" "$stage/b/transformer-shapes.txt"
@@ -58,6 +58,12 @@ case $mode in
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu \
       --format=csv > "$res/clocks.txt" 2>&1
     cat "$res/clocks.txt"
+    # The Unix socket's ceiling under the bytes path's wire rows, and the caps on the client's
+    # 4 MiB socket buffers (unix_socket_buffers.h): a few seconds.
+    { for f in wmem_default wmem_max rmem_max; do echo "net.core.$f $(cat /proc/sys/net/core/$f)"; done
+      [[ -x $bundle/bin/unix-socket-rate ]] && timeout 60 "$bundle/bin/unix-socket-rate" 16 40 0 1048576 4194304
+    } > "$res/unix_socket_rate.txt" 2>&1
+    cat "$res/unix_socket_rate.txt"
     # Budgets (seconds): sections start no new shape after their budget; the whole run is
     # cut at TOTAL_S so the call returns its files.
     timeout "${TOTAL_S:-480}" "$bundle/bin/arbiter-bench" --backend=cuda --out="$res" \
