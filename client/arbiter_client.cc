@@ -65,7 +65,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
   args.SetMaxSendMessageSize(limit);
   if (options.own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // Over a Unix socket, A and B cross in a few wake-ups instead of one per 208 KiB.
-  if (options.server.starts_with("unix:")) args.SetSocketMutator(wire::UnixSocketBufferMutator());
+  if (options.server.starts_with("unix:")) args.SetSocketMutator(wire::NewUnixSocketBufferMutator(wire::kUnixSocketBufferBytes));
   return grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), args);
 }
 

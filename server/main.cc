@@ -89,6 +89,9 @@ ABSL_FLAG(int64_t, max_tensors_per_peer, Defaults().arbiter.tensors.max_tensors_
           "resident tensors one client may hold");
 ABSL_FLAG(int64_t, max_sessions, Defaults().max_sessions,
           "sessions open at once on the fd socket (next to a unix: listener)");
+ABSL_FLAG(int64_t, unix_socket_buffer_bytes, Defaults().unix_socket_buffer_bytes,
+          "SO_SNDBUF and SO_RCVBUF asked for on unix: connections (replies cross in fewer wake-ups; "
+          "the kernel caps them at net.core.wmem_max unless the daemon may force them); 0: the kernel's default");
 ABSL_FLAG(std::string, log_level, "",
           "trace, debug, info, warn, error, critical, off; unset: $ARBITER_LOG_LEVEL, else info");
 ABSL_FLAG(std::string, log_format, "text", "text (one line per event) or json (one object per line)");
@@ -187,6 +190,7 @@ DaemonOptions OptionsFromFlags() {
   options.arbiter.tensors.max_resident_bytes = absl::GetFlag(FLAGS_max_resident_bytes);
   options.arbiter.tensors.max_tensors_per_peer = absl::GetFlag(FLAGS_max_tensors_per_peer);
   options.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  options.unix_socket_buffer_bytes = absl::GetFlag(FLAGS_unix_socket_buffer_bytes);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);

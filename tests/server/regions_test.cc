@@ -613,6 +613,10 @@ TEST_F(RegionsTest, ShutdownEndsSoonAfterTheGraceWhenAClientStopsReadingItsReply
     gate->mu.Await(absl::Condition(gate.get(), &KernelGate::Released));
   }));
   grace_seconds_ = 1;
+  // The kernel's default buffer (208 KiB), so the 2 MB reply overfills the socket:
+  // with 4 MiB asked for, the little gRPC may write to a stopped client (its
+  // flow-control window) fits in the buffer, and nothing is stuck.
+  options.unix_socket_buffer_bytes = 0;
   Start(options);
   auto admin = Client(/*session=*/false, "127.0.0.1:" + std::to_string(daemon_->port()));
   v1::ForceRequest force;

@@ -1,6 +1,7 @@
 // The larger kernel buffers of Unix-socket connections (unix_socket_buffers.h):
-// set on a Unix socket, on the client's end of its connection to the daemon,
-// and left alone on TCP; a 64 MiB request and a 16 MiB reply still cross whole.
+// set on a Unix socket, on both ends of a client's connection to the daemon
+// (the daemon's as --unix-socket-buffer-bytes says), and left alone on TCP; a
+// 64 MiB request and a 16 MiB reply still cross whole.
 #include "arbiter/wire/unix_socket_buffers.h"
 
 #include <algorithm>
@@ -75,7 +76,18 @@ SocketsOf FindSockets(const std::string& path) {
   return found;
 }
 
-TEST(UnixSocketBuffersTest, TheClientsEndOfItsUnixConnectionHasThemAndLargeMessagesCrossWhole) {
+server::DaemonOptions UnixDaemonOptions(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "arbiter-sockbuf-" + std::to_string(getpid());
+  EXPECT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+  server::DaemonOptions options;
+  options.listen = "unix:" + dir + "/" + name;
+  options.store_path = ":memory:";
+  options.backend = server::BackendKind::kCpu;
+  options.shutdown_grace_seconds = 5;
+  return options;
+}
+
+TEST(UnixSocketBuffersTest, BothEndsOfAUnixConnectionHaveThemAndLargeMessagesCrossWhole) {
   const std::string dir = ::testing::TempDir() + "arbiter-sockbuf-" + std::to_string(getpid());
   ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
   server::DaemonOptions options;
@@ -127,12 +139,38 @@ TEST(UnixSocketBuffersTest, TheClientsEndOfItsUnixConnectionHasThemAndLargeMessa
   }
   EXPECT_EQ(wrong, 0) << "elements of C differ from A[i] * B[j]";
 
-  // The client's end of the connection those calls used asked for the larger
-  // buffers: its requests cross in a few wake-ups.
+  // Both ends of the connection those calls used asked for the larger buffers:
+  // requests and replies cross in a few wake-ups.
   const SocketsOf sockets = FindSockets(dir + "/d.sock");
   ASSERT_FALSE(sockets.client_ends.empty()) << "no client connection to " << options.listen;
   ASSERT_FALSE(sockets.daemon_ends.empty()) << "no connection accepted on " << options.listen;
   for (int fd : sockets.client_ends) EXPECT_GE(SendBuffer(fd), LeastGrantedSendBuffer()) << "client end";
+  for (int fd : sockets.daemon_ends) EXPECT_GE(SendBuffer(fd), LeastGrantedSendBuffer()) << "daemon end";
+}
+
+TEST(UnixSocketBuffersTest, ZeroLeavesTheDaemonsEndAtTheKernelsDefault) {
+  server::DaemonOptions options = UnixDaemonOptions("zero.sock");
+  options.unix_socket_buffer_bytes = 0;
+  auto daemon = server::Daemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  client::ClientOptions client_options;
+  client_options.server = options.listen;
+  client::ArbiterClient client(client_options);
+  client::HealthStatus health;
+  ASSERT_TRUE(client.Health("", &health).ok());
+  std::ifstream file("/proc/sys/net/core/wmem_default");
+  int wmem_default = 0;
+  file >> wmem_default;
+  const SocketsOf sockets = FindSockets(options.listen.substr(5));
+  ASSERT_FALSE(sockets.daemon_ends.empty()) << "no connection accepted on " << options.listen;
+  for (int fd : sockets.daemon_ends) EXPECT_EQ(SendBuffer(fd), wmem_default) << "daemon end";
+  for (int fd : sockets.client_ends) EXPECT_GE(SendBuffer(fd), LeastGrantedSendBuffer()) << "client end";
+
+  options.unix_socket_buffer_bytes = -1;
+  const auto refused = server::Daemon::Create(options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("unix-socket-buffer-bytes"), std::string::npos)
+      << refused.status();
 }
 
 }  // namespace

@@ -31,22 +31,33 @@ struct grpc_socket_mutator {
   gpr_refcount refcount;
 };
 void grpc_socket_mutator_init(grpc_socket_mutator* mutator, const grpc_socket_mutator_vtable* vtable);
-grpc_socket_mutator* grpc_socket_mutator_ref(grpc_socket_mutator* mutator);
 
 namespace arbiter::wire {
 namespace {
 
-bool Mutate(int fd) {
-  SetUnixSocketBuffers(fd, kUnixSocketBufferBytes);
+// The mutator with the buffer size it asks for; `base` first, so gRPC's pointer is ours.
+struct SizedMutator {
+  grpc_socket_mutator base;
+  int bytes;
+};
+
+int BytesOf(grpc_socket_mutator* m) { return reinterpret_cast<SizedMutator*>(m)->bytes; }
+
+bool Mutate(int fd, grpc_socket_mutator* m) {
+  SetUnixSocketBuffers(fd, BytesOf(m));
   return true;  // a buffer left at its default is slower, not wrong
 }
 
 const grpc_socket_mutator_vtable kVtable = {
-    .mutate_fd = [](int fd, grpc_socket_mutator*) { return Mutate(fd); },
-    // Channels compare their arguments: this mutator is one object, equal only to itself.
-    .compare = [](grpc_socket_mutator* a, grpc_socket_mutator* b) { return a < b ? -1 : (a > b ? 1 : 0); },
-    .destroy = [](grpc_socket_mutator*) {},
-    .mutate_fd_2 = [](const grpc_mutate_socket_info* info, grpc_socket_mutator*) { return Mutate(info->fd); },
+    .mutate_fd = [](int fd, grpc_socket_mutator* m) { return Mutate(fd, m); },
+    // Channels with equal arguments may share connections: equal sizes are the same settings.
+    .compare = [](grpc_socket_mutator* a, grpc_socket_mutator* b) {
+      return BytesOf(a) < BytesOf(b) ? -1 : (BytesOf(a) > BytesOf(b) ? 1 : 0);
+    },
+    .destroy = [](grpc_socket_mutator* m) { delete reinterpret_cast<SizedMutator*>(m); },
+    .mutate_fd_2 = [](const grpc_mutate_socket_info* info, grpc_socket_mutator* m) {
+      return Mutate(info->fd, m);
+    },
 };
 
 void SetBuffer(int fd, int force, int plain, int bytes) {
@@ -73,15 +84,10 @@ int SetUnixSocketBuffers(int fd, int bytes) {
   return granted;
 }
 
-grpc_socket_mutator* UnixSocketBufferMutator() {
-  // The first reference is this function's, never given away: the count never
-  // reaches 0, so the mutator is never destroyed.
-  static grpc_socket_mutator* const mutator = [] {
-    auto* m = new grpc_socket_mutator;
-    grpc_socket_mutator_init(m, &kVtable);
-    return m;
-  }();
-  return grpc_socket_mutator_ref(mutator);
+grpc_socket_mutator* NewUnixSocketBufferMutator(int bytes) {
+  auto* m = new SizedMutator{.base = {}, .bytes = bytes};
+  grpc_socket_mutator_init(&m->base, &kVtable);
+  return &m->base;
 }
 
 }  // namespace arbiter::wire
