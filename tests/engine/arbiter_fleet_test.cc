@@ -21,12 +21,11 @@ namespace {
 using testing::FakeBackend;
 using testing::FakeCandidate;
 using testing::Eventually;
-using testing::FakeStream;
 using testing::Gate;
-using testing::NaiveGemm;
 using testing::PostgresServer;
 using testing::SharedPostgresServer;
 using testing::TimedKernel;
+using testing::GatedKernel;
 
 // Counts the engine's lease waits, so a test can tell "waiting on another daemon".
 class LeaseWaits final : public ArbiterObserver {
@@ -132,12 +131,7 @@ TEST_F(ArbiterFleetTest, ConcurrentFirstRequestsOnThreeDaemonsMeasureTheBucketOn
   auto gate = std::make_shared<Gate>();
   auto gated = [gate] {
     std::vector<CandidateSpec> c;
-    c.push_back(FakeCandidate("gated", 2, [gate](const GemmArgs& a) {
-      gate->Pass();
-      NaiveGemm(a, a.problem.k, a.problem.m);
-      static_cast<FakeStream*>(a.stream)->Advance(5e-6);
-      return absl::OkStatus();
-    }));
+    c.push_back(FakeCandidate("gated", 2, GatedKernel(gate, 5e-6)));
     return c;
   };
   std::vector<std::unique_ptr<Arbiter>> fleet;

@@ -28,6 +28,7 @@ using testing::Gate;
 using testing::ArbiterTest;
 using testing::ExpectConsistent;
 using testing::OutageStore;
+using testing::GatedKernel;
 
 TEST_F(ArbiterTest, SyncMissMeasuresEveryEligibleCandidateAndPicksFastestCorrect) {
   auto arbiter = Start(Standard());
@@ -95,12 +96,7 @@ TEST_F(ArbiterTest, AChallengerFasterInEveryRoundWinsTheBucketThoughEachOnesSpre
 TEST_F(ArbiterTest, AsyncAnswersAtOnceAndMeasuresOnceUnderConcurrentRequests) {
   auto gate = std::make_shared<Gate>();
   std::vector<CandidateSpec> c;
-  c.push_back(FakeCandidate("gated", 2, [gate](const GemmArgs& a) {
-    gate->Pass();
-    NaiveGemm(a, a.problem.k, a.problem.m);
-    static_cast<FakeStream*>(a.stream)->Advance(5e-6);
-    return absl::OkStatus();
-  }));
+  c.push_back(FakeCandidate("gated", 2, GatedKernel(gate, 5e-6)));
   c.push_back(FakeCandidate("vendor", 3, TimedKernel(100e-6)));
   options_.tuning = TuningPolicy::kAsync;
   auto arbiter = Start(std::move(c));
@@ -132,12 +128,7 @@ TEST_F(ArbiterTest, AsyncAnswersAtOnceAndMeasuresOnceUnderConcurrentRequests) {
 TEST_F(ArbiterTest, ConcurrentSyncRequestsForOneBucketShareOneMeasurement) {
   auto gate = std::make_shared<Gate>();
   std::vector<CandidateSpec> c;
-  c.push_back(FakeCandidate("gated", 2, [gate](const GemmArgs& a) {
-    gate->Pass();
-    NaiveGemm(a, a.problem.k, a.problem.m);
-    static_cast<FakeStream*>(a.stream)->Advance(5e-6);
-    return absl::OkStatus();
-  }));
+  c.push_back(FakeCandidate("gated", 2, GatedKernel(gate, 5e-6)));
   options_.workers = 2;  // a second stream, so a duplicate measurement could start
   auto arbiter = Start(std::move(c));
   std::vector<std::thread> clients;
@@ -160,12 +151,8 @@ TEST_F(ArbiterTest, ABucketQueuedForTheBackgroundAndAskedForSynchronouslyIsMeasu
   const Problem q{DType::kF32, 8, 8, 8};
   auto gate = std::make_shared<Gate>();
   std::vector<CandidateSpec> c;
-  c.push_back(FakeCandidate("gated_on_q", 2, [gate, q](const GemmArgs& a) {
-    if (a.problem == q) gate->Pass();
-    NaiveGemm(a, a.problem.k, a.problem.m);
-    static_cast<FakeStream*>(a.stream)->Advance(5e-6);
-    return absl::OkStatus();
-  }));
+  c.push_back(FakeCandidate("gated_on_q", 2,
+                              GatedKernel(gate, 5e-6, [q](const Problem& p) { return p == q; })));
   options_.workers = 2;
   auto arbiter = Start(std::move(c));
   auto first = std::async(std::launch::async, [&] { return arbiter->Select(q, {}); });

@@ -10,7 +10,7 @@
 
 #include "engine/arbiter.h"
 #include "gtest/gtest.h"
-#include "tests/engine/fake_backend.h"
+#include "tests/engine/fake_arbiter.h"
 
 namespace arbiter {
 namespace {
@@ -18,8 +18,8 @@ namespace {
 using testing::EventLog;
 using testing::FakeBackend;
 using testing::FakeCandidate;
-using testing::FakeStream;
-using testing::NaiveGemm;
+using testing::FakeArbiter;
+using testing::TimedKernel;
 
 Peer SessionPeer(uint64_t session) {
   Peer p;
@@ -190,19 +190,11 @@ class DispatchByEventTest : public ::testing::Test {
     auto backend = std::make_unique<FakeBackend>();
     log_ = backend->ShareEvents();
     std::vector<CandidateSpec> candidates;
-    candidates.push_back(FakeCandidate("naive", 1, [](const GemmArgs& a) {
-      NaiveGemm(a, a.problem.k, a.problem.m);
-      static_cast<FakeStream*>(a.stream)->Advance(1e-6);
-      return absl::OkStatus();
-    }));
-    auto registry = Registry::Create(std::move(candidates), *backend);
-    ASSERT_TRUE(registry.ok()) << registry.status();
-    auto store = VerdictStore::Open(":memory:");
-    ASSERT_TRUE(store.ok()) << store.status();
+    candidates.push_back(FakeCandidate("naive", 1, TimedKernel(1e-6)));
     ArbiterOptions options;
     options.workers = 1;
     options.tuning = TuningPolicy::kOff;
-    auto arbiter = Arbiter::Create(options, std::move(backend), std::move(*registry), std::move(*store));
+    auto arbiter = FakeArbiter(options, std::move(candidates), std::move(backend));
     ASSERT_TRUE(arbiter.ok()) << arbiter.status();
     arbiter_ = std::move(*arbiter);
     RegionSource source;

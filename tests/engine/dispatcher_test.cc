@@ -24,6 +24,7 @@
 #include "engine/measurer.h"
 #include "engine/selection_policy.h"
 #include "gtest/gtest.h"
+#include "tests/engine/fake_arbiter.h"
 #include "tests/engine/fake_engine.h"
 
 namespace arbiter {
@@ -31,13 +32,14 @@ namespace {
 
 using std::chrono::system_clock;
 using testing::Eventually;
-using testing::FakeBackend;
 using testing::FakeEngine;
 using testing::FakeCandidate;
 using testing::FakeStream;
 using testing::NaiveGemm;
 using testing::Gate;
 using testing::TimedKernel;
+using testing::GatedKernel;
+using testing::FakeArbiter;
 
 bool Ready(const std::future<absl::StatusOr<DispatchResult>>& f) {
   return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
@@ -52,19 +54,9 @@ class DispatchQueueTest : public ::testing::Test {
     options.workers = 1;
     options.max_queue = max_queue;
     options.tuning = TuningPolicy::kOff;
-    auto backend = std::make_unique<FakeBackend>();
     std::vector<CandidateSpec> candidates;
-    candidates.push_back(FakeCandidate("gated", 1, [gate = gate_](const GemmArgs& a) {
-      gate->Pass();
-      NaiveGemm(a, a.problem.k, a.problem.m);
-      static_cast<FakeStream*>(a.stream)->Advance(1e-6);
-      return absl::OkStatus();
-    }));
-    auto registry = Registry::Create(std::move(candidates), *backend);
-    ASSERT_TRUE(registry.ok()) << registry.status();
-    auto store = VerdictStore::Open(":memory:");
-    ASSERT_TRUE(store.ok()) << store.status();
-    auto arbiter = Arbiter::Create(options, std::move(backend), std::move(*registry), std::move(*store));
+    candidates.push_back(FakeCandidate("gated", 1, GatedKernel(gate_)));
+    auto arbiter = FakeArbiter(options, std::move(candidates));
     ASSERT_TRUE(arbiter.ok()) << arbiter.status();
     arbiter_ = std::move(*arbiter);
     a_.resize(p_.m * p_.k);

@@ -295,6 +295,17 @@ inline KernelFn TimedKernel(double seconds, double jitter = 0.0) {
   };
 }
 
+// TimedKernel(seconds) that first waits at `gate` - on every problem, or on
+// those `held` picks: tests hold a kernel inside the engine to order its threads.
+inline KernelFn GatedKernel(std::shared_ptr<Gate> gate, double seconds = 1e-6,
+                            std::function<bool(const Problem&)> held = nullptr) {
+  KernelFn run = TimedKernel(seconds);
+  return [gate = std::move(gate), held = std::move(held), run](const GemmArgs& args) {
+    if (!held || held(args.problem)) gate->Pass();
+    return run(args);
+  };
+}
+
 // A correct kernel of seconds(problem) times a factor that changes from one
 // timed run to the next (1, 3, 0.5, 2.5, 1, 4, 0.6, 2, 1.5, then again):
 // candidates timed in the same rounds of a race share it, as the samples of one

@@ -21,6 +21,7 @@ using testing::FakeStream;
 using testing::Gate;
 using testing::NaiveGemm;
 using testing::TimedKernel;
+using testing::GatedKernel;
 
 template <typename T>
 bool Ready(const std::future<T>& f) {
@@ -59,12 +60,7 @@ class TunerTest : public ::testing::Test {
   }
   // A candidate whose every kernel waits at gate_.
   CandidateSpec Gated(const std::string& name = "gated") {
-    return FakeCandidate(name, 2, [gate = gate_](const GemmArgs& a) {
-      gate->Pass();
-      NaiveGemm(a, a.problem.k, a.problem.m);
-      static_cast<FakeStream*>(a.stream)->Advance(1e-6);
-      return absl::OkStatus();
-    });
+    return FakeCandidate(name, 2, GatedKernel(gate_));
   }
 
   TunerOptions options_ = [] {

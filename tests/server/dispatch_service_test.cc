@@ -18,7 +18,7 @@
 
 #include "arbiter/v1/arbiter.grpc.pb.h"
 #include "engine/measurer.h"
-#include "tests/engine/fake_backend.h"
+#include "tests/engine/fake_arbiter.h"
 
 namespace arbiter::server {
 namespace {
@@ -90,19 +90,9 @@ class DispatchDeadlineTest : public ::testing::Test {
     ArbiterOptions options;
     options.workers = 1;
     options.tuning = TuningPolicy::kOff;  // one kernel run per Matmul, no measurement
-    auto backend = std::make_unique<testing::FakeBackend>();
     std::vector<CandidateSpec> candidates;
-    candidates.push_back(testing::FakeCandidate("gated", 1, [gate = gate_](const GemmArgs& a) {
-      gate->Pass();
-      testing::NaiveGemm(a, a.problem.k, a.problem.m);
-      static_cast<testing::FakeStream*>(a.stream)->Advance(1e-6);
-      return absl::OkStatus();
-    }));
-    auto registry = Registry::Create(std::move(candidates), *backend);
-    ASSERT_TRUE(registry.ok()) << registry.status();
-    auto store = VerdictStore::Open(":memory:");
-    ASSERT_TRUE(store.ok()) << store.status();
-    auto arbiter = Arbiter::Create(options, std::move(backend), std::move(*registry), std::move(*store));
+    candidates.push_back(testing::FakeCandidate("gated", 1, testing::GatedKernel(gate_)));
+    auto arbiter = testing::FakeArbiter(options, std::move(candidates));
     ASSERT_TRUE(arbiter.ok()) << arbiter.status();
     arbiter_ = std::move(*arbiter);
     service_ = std::make_unique<DispatchService>(*arbiter_);

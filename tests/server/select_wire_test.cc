@@ -18,7 +18,7 @@
 #include "server/convert.h"
 #include "server/dispatch_service.h"
 #include "server/select_replies.h"
-#include "tests/engine/fake_backend.h"
+#include "tests/engine/fake_arbiter.h"
 
 namespace arbiter::server {
 namespace {
@@ -34,19 +34,10 @@ class SelectWireTest : public ::testing::Test {
     ArbiterOptions options;
     options.workers = 1;  // one device stream: a measurement holds it
     options.tuning = TuningPolicy::kSync;
-    auto backend = std::make_unique<testing::FakeBackend>();
     std::vector<CandidateSpec> candidates;
-    candidates.push_back(testing::FakeCandidate("gated", 1, [gate = gate_](const GemmArgs& a) {
-      if (a.problem.m == kHeldM) gate->Pass();
-      testing::NaiveGemm(a, a.problem.k, a.problem.m);
-      static_cast<testing::FakeStream*>(a.stream)->Advance(1e-6);
-      return absl::OkStatus();
-    }));
-    auto registry = Registry::Create(std::move(candidates), *backend);
-    ASSERT_TRUE(registry.ok()) << registry.status();
-    auto store = VerdictStore::Open(":memory:");
-    ASSERT_TRUE(store.ok()) << store.status();
-    auto arbiter = Arbiter::Create(options, std::move(backend), std::move(*registry), std::move(*store));
+    candidates.push_back(testing::FakeCandidate(
+        "gated", 1, testing::GatedKernel(gate_, 1e-6, [](const Problem& p) { return p.m == kHeldM; })));
+    auto arbiter = testing::FakeArbiter(options, std::move(candidates));
     ASSERT_TRUE(arbiter.ok()) << arbiter.status();
     arbiter_ = std::move(*arbiter);
     service_ = std::make_unique<DispatchService>(*arbiter_);
