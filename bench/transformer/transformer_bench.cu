@@ -50,6 +50,7 @@
 #include "kernels/gemv/gemv.h"
 #include "kernels/skinny/skinny_stream.h"
 #include "kernels/splitk/splitk.h"
+#include "kernels/splitk_tiny/splitk_tiny.h"
 #include "kernels/wgmma/wgmma_gemm.h"
 #include "kernels/wgmma_bt/wgmma_bt.h"
 
@@ -262,6 +263,7 @@ void RunFamily(const k::Launcher& launcher, const Op& op, cudaStream_t s) {
 void Skinny(const Op& op, cudaStream_t s) { RunFamily(k::kSkinnyStream, op, s); }
 void Gemv(const Op& op, cudaStream_t s) { RunFamily(k::kGemv, op, s); }
 void SplitK(const Op& op, cudaStream_t s) { RunFamily(k::kSplitK, op, s); }
+void SplitKTiny(const Op& op, cudaStream_t s) { RunFamily(k::kSplitKTiny, op, s); }
 void SkinnyWide(const Op& op, cudaStream_t s) { RunFamily(k::kSkinnyStreamWideLauncher, op, s); }
 
 // wgmma_bt with `splits` CTAs per strip (0: its own plan).
@@ -333,6 +335,13 @@ std::vector<Candidate> Candidates() {
                  false});
   out.push_back({"splitk", k::kSplitKBudgetAbs, k::kSplitKBudgetRel,
                  [](const Op& op) { return op.m * op.n <= 1 << 20; }, SplitK});
+  // The coverage kernels/splitk_tiny/splitk_tiny_candidate.cc registers.
+  out.push_back({"splitk_tiny", k::kSplitKTinyBudgetAbs, k::kSplitKTinyBudgetRel,
+                 [](const Op& op) {
+                   return op.m <= k::kSplitKTinyRacedMaxM && op.n <= k::kSplitKTinyRacedMaxN &&
+                          op.k >= k::kSplitKTinyRacedMinK && op.k % k::kSplitKTinyAlignK == 0;
+                 },
+                 SplitKTiny});
   out.push_back({"gemv", k::kGemvBudgetAbs, k::kGemvBudgetRel,
                  [](const Op& op) { return op.m <= k::kGemvMaxM; }, Gemv});
   // The coverage kernels/skinny/skinny_candidate.cc registers.
