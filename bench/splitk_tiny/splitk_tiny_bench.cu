@@ -1,9 +1,10 @@
 // splitk_tiny_bench: correctness, then device time, of splitk_tiny
-// (kernels/splitk_tiny/splitk_tiny.h) next to splitk, cublasGemmEx and
-// cuBLASLt's first heuristic answer, for a tiny C against a long K, in one
-// process on one device; splitk_tiny@64 and @32 are its plans for 64 and 32
-// SMs (fewer, longer K slices), timed for comparison, and "read A+B (floor)"
-// a kernel that only reads the operands once (added after the first run).
+// (kernels/splitk_tiny/splitk_tiny.h) next to its previous version
+// (splitk_tiny_prev), splitk, cublasGemmEx and cuBLASLt's first heuristic
+// answer, for a tiny C against a long K, in one process on one device;
+// "splitk_tiny cN" are its plans with clusters of at most N CTAs, "@64" its
+// plans for 64 SMs (fewer, longer K slices), timed for comparison, and
+// "read A+B (floor)" a kernel that only reads the operands once.
 //
 // Correctness first, at every shape: random operands in [-1, 1) (never
 // zeros), an f64 device reference over the operands as stored, C and a guard
@@ -41,6 +42,7 @@
 #include "engine/dtype.h"
 #include "kernels/splitk/splitk.h"
 #include "kernels/splitk_tiny/splitk_tiny.h"
+#include "kernels/splitk_tiny/splitk_tiny_prev.h"
 
 #ifndef ARBITER_BENCH_COMMIT
 #define ARBITER_BENCH_COMMIT "unknown"
@@ -162,14 +164,30 @@ int main(int argc, char** argv) {
   std::printf("splitk_tiny_bench at %s, %s; %s; %d reps\n", ARBITER_BENCH_COMMIT, date,
               device.Describe().c_str(), reps);
 
+  // splitk_tiny with its plan capped at `max_cluster` CTAs a cluster, planned for `sms` SMs.
+  const auto tiny_plan = [&](int max_cluster, int sms) {
+    return [&, max_cluster, sms](const gc::Op& op, cudaStream_t s) {
+      k::LaunchArgs args = gc::Args(op.dtype, op.a, op.b, op.c, op.m, op.n, op.k, sms);
+      const k::SplitKTinyPlan plan = k::MakeSplitKTinyPlan(op.k, sms, max_cluster);
+      args.workspace_bytes = k::SplitKTinyWorkspaceBytes(args, plan);
+      args.workspace = scratch.Get(args.workspace_bytes);
+      CUDA_CHECK(k::LaunchSplitKTiny(args, plan, s));
+    };
+  };
   std::vector<Candidate> cands = {
       {"splitk_tiny", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitKTiny, op, sm_count, scratch, s); }},
+      // The kernel as it was at 6d90a6a (kernels/splitk_tiny/splitk_tiny_prev.cu).
+      {"splitk_tiny_prev", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitKTinyPrev, op, sm_count, scratch, s); }},
       {"splitk", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitK, op, sm_count, scratch, s); }},
       {"cublasGemmEx", [&](const gc::Op& op, cudaStream_t s) { gc::RowMajorGemmEx(cublas, op, s); }},
       {"cublasLt_h0", [&](const gc::Op& op, cudaStream_t s) { lt.Run(op, s); }},
+      // Smaller clusters: more slabs for the last cluster to add, fewer ranks to wait for.
+      {"splitk_tiny c4", tiny_plan(4, sm_count)},
+      {"splitk_tiny c2", tiny_plan(2, sm_count)},
+      {"splitk_tiny c1", tiny_plan(1, sm_count)},
       // The plan for fewer SMs: fewer, longer K slices (fewer clusters to add).
       {"splitk_tiny@64", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitKTiny, op, 64, scratch, s); }},
-      {"splitk_tiny@32", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitKTiny, op, 32, scratch, s); }},
+      {"splitk_tiny_prev@64", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitKTinyPrev, op, 64, scratch, s); }},
       {"read A+B (floor)",
        [&](const gc::Op& op, cudaStream_t s) {
          ReadOperandsKernel<<<4 * sm_count, 256, 0, s>>>(
@@ -178,6 +196,8 @@ int main(int argc, char** argv) {
        },
        true, false},
   };
+  size_t cublas_index = 0;
+  while (cands[cublas_index].name != "cublasGemmEx") ++cublas_index;
 
   // The launch floor: an empty kernel under the same events and flushes.
   std::vector<double> empty_w, empty_r;
@@ -233,7 +253,7 @@ int main(int argc, char** argv) {
         cand.ok = cand.ok && repeats;
       }
       if (!cand.ok) ++failures;
-      std::printf("%-4s %-16s %-13s max|err| %.3g (budget %.3g + u|ref|), %llu non-finite, %llu over, guard %llu%s\n",
+      std::printf("%-4s %-16s %-19s max|err| %.3g (budget %.3g + u|ref|), %llu non-finite, %llu over, guard %llu%s\n",
                   cand.ok ? "ok" : "FAIL", gc::ShapeText(s).c_str(), cand.name.c_str(),
                   gc::FromBits(r.max_err_bits), fixed_tol, r.nonfinite, r.out_of_budget,
                   r.guard_touched, tiny ? (repeats ? ", 3 repeats bitwise equal" : ", REPEATS DIFFER") : "");
@@ -271,7 +291,7 @@ int main(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t si = 0; si < shapes.size(); ++si) {
     const std::vector<Timing>& row = table[si];
-    const Timing& ref_t = row[2];
+    const Timing& ref_t = row[cublas_index];
     for (size_t i = 0; i < cands.size(); ++i) {
       if (row[i].memset_flush.median == 0) {
         std::printf("| %s | | %s | failed | | | | | | |\n", gc::ShapeText(shapes[si]).c_str(), cands[i].name.c_str());

@@ -12,16 +12,28 @@
 // CTA at 16 x 16 x 65536), then the adds happen on chip, in the same launch:
 // a second (reduce) launch costs as much as the whole problem.
 //
+// After the loads the time is a chain of waits (Nsight Compute on the previous
+// version, bench/results/small-gemm-floor-h200.md: SMs active 56% of the
+// kernel, stalled on barriers, fences and distributed shared memory), so the
+// chain is kept short: one cluster barrier whose second half is waited for only
+// at exit, the slab written straight from the cluster sum, one acquire-release
+// atomic by one thread in place of a __threadfence by every thread on each side
+// of it, and the final sum's loads all in flight at once across the CTA. The
+// code is kept small as well: after an L2 flush every instruction-cache miss is
+// a DRAM round trip.
+//
 // Per CTA: 8 warps; warp w does k16 step w of every stage (mma.sync m16n8k16,
 // f32 accumulators), so each accumulator sees its K steps in a fixed order.
 //
 // Determinism (bitwise run to run): the sums happen in an order fixed by the
-// plan alone - (1) warps 0..7 of a CTA in shared memory, (2) ranks 0..C-1 of
-// a cluster through distributed shared memory (rank r adds slice r/C of the
-// tile over every rank), (3) clusters 0..G-1 from their workspace slabs, by
-// the rank-r CTA of whichever cluster arrives last at counter r (a per-stream
-// counter it resets to zero for the next launch; arrival order picks who adds,
-// never the order of the adds). The plan follows K and the SM count only.
+// plan and the tile alone - (1) warps 0..7 of a CTA in shared memory, (2)
+// ranks 0..C-1 of a cluster through distributed shared memory (rank r adds part
+// r of the tile over every rank), (3) clusters 0..G-1 from their workspace
+// slabs, by the rank-r CTA of whichever cluster arrives last at counter r (a
+// per-stream counter it resets to zero for the next launch; arrival order picks
+// who adds, never the order of the adds): consecutive runs of slabs summed in
+// order by groups of threads, then the groups' sums in group order. The plan
+// follows K, the SM count and the cluster cap only.
 
 #include "kernels/splitk_tiny/splitk_tiny.h"
 
@@ -53,8 +65,8 @@ constexpr int kStageK = kWarps * 16;  // 128 k-rows a stage
 constexpr int kRing = 4;              // 4 stages in flight: 32 KiB a CTA at 16 x 16
 constexpr int kAStride = kStageK + 8;  // halves per A row: 272 bytes, so the 8 rows of
                                        // a fragment load fall in distinct banks
-constexpr int kMaxCluster = 8;         // the portable cluster size
-constexpr int kSlabBatch = 8;          // cluster slabs loaded at once in the final sum
+constexpr int kMaxCluster = kSplitKTinyMaxCluster;
+constexpr int kSlabBatch = 8;  // slab loads a thread has in flight in the final sum
 
 struct Params {
   const uint16_t* a;
@@ -93,6 +105,7 @@ __device__ __forceinline__ void IssueStage(const Params& p, int64_t k_begin, int
   uint16_t* sb = sa + T::kAHalves;
   const int64_t k0 = k_begin + int64_t{s} * kStageK;
   constexpr int kChunksPerRow = kStageK / 8;
+  #pragma unroll 1
   for (int c = threadIdx.x; c < T::kRows * kChunksPerRow; c += kThreads) {
     const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
     const bool valid = row < p.m && k0 + col < k_end;
@@ -100,6 +113,7 @@ __device__ __forceinline__ void IssueStage(const Params& p, int64_t k_begin, int
     CpAsync16(SmemAddress(sa + row * kAStride + col), src, valid ? 16 : 0);
   }
   const int64_t b0 = k0 * p.n, b_end = k_end * p.n;
+  #pragma unroll 1
   for (int c = threadIdx.x; c < T::BHalves(p.n) / 8; c += kThreads) {
     const int64_t g = b0 + int64_t{c} * 8;
     const bool valid = g < b_end;
@@ -141,23 +155,24 @@ __device__ __forceinline__ void ComputeStage(const Params& p, const uint16_t* ri
   }
 }
 
+// One loop, one copy of each stage's code: step s issues stage s (while there
+// is one) and computes stage s - (kRing - 1) once its copies have landed.
 template <int kMT, int kNT, bool kBf16>
 __device__ __forceinline__ void Mainloop(const Params& p, int64_t k_begin, int64_t k_end,
                                          uint16_t* ring, float (&acc)[kMT][kNT][4]) {
   const int stages = static_cast<int>((k_end - k_begin + kStageK - 1) / kStageK);
-#pragma unroll
-  for (int s = 0; s < kRing - 1; ++s) {
+#pragma unroll 1
+  for (int s = 0; s < stages + kRing - 1; ++s) {
+    // Slot s % kRing was last read by the compute of stage s - kRing, in step
+    // s - 1, behind that step's closing barrier.
     if (s < stages) IssueStage<kMT, kNT>(p, k_begin, k_end, s, ring);
     CpAsyncCommit();
-  }
-  for (int s = 0; s < stages; ++s) {
-    // Slot (s + kRing - 1) % kRing was last read in step s - 1, behind its barrier.
-    if (s + kRing - 1 < stages) IssueStage<kMT, kNT>(p, k_begin, k_end, s + kRing - 1, ring);
-    CpAsyncCommit();
-    CpAsyncWait<kRing - 1>();
-    __syncthreads();
-    ComputeStage<kMT, kNT, kBf16>(p, ring, s % kRing, acc);
-    __syncthreads();
+    if (s >= kRing - 1) {
+      CpAsyncWait<kRing - 1>();
+      __syncthreads();
+      ComputeStage<kMT, kNT, kBf16>(p, ring, (s - (kRing - 1)) % kRing, acc);
+      __syncthreads();
+    }
   }
 }
 
@@ -171,19 +186,71 @@ __device__ __forceinline__ void StoreElement(const Params& p, int i, float v) {
   if (row < p.m && col < p.n) p.c[row * p.n + col] = ToStorage<kBf16>(v);
 }
 
-template <int kNT, bool kBf16>
-__device__ __forceinline__ void StoreFloat4(const Params& p, int i, float4 v) {
-  StoreElement<kNT, kBf16>(p, i, v.x);
-  StoreElement<kNT, kBf16>(p, i + 1, v.y);
-  StoreElement<kNT, kBf16>(p, i + 2, v.z);
-  StoreElement<kNT, kBf16>(p, i + 3, v.w);
+// The two halves of a cluster barrier: arrive once this CTA's shared memory may
+// be left (no other rank reads it after), wait just before exit. Not .aligned:
+// the threads arrive after loops of different trip counts.
+__device__ __forceinline__ void ClusterArrive() {
+  asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
+}
+__device__ __forceinline__ void ClusterWait() {
+  asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
-__device__ __forceinline__ void Add(float4& s, const float4 v) {
-  s.x += v.x;
-  s.y += v.y;
-  s.z += v.z;
-  s.w += v.w;
+// One arrival at a cross-cluster counter, by one thread after a CTA barrier:
+// release (this CTA's slab stores, ordered before it by the barrier, are visible
+// to whoever acquires the count) and acquire (the earlier arrivals' slabs are
+// visible to this CTA after its next barrier). Returns the count before it.
+__device__ __forceinline__ unsigned ArriveAcqRel(unsigned* counter) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
+               : "=r"(old)
+               : "l"(counter)
+               : "memory");
+  return old;
+}
+
+// Floats [first, first + part) of the tile over every cluster's slab, to C.
+// Threads split into `groups` that each add a consecutive run of slabs in
+// order, kSlabBatch loads in flight, and the groups' sums are then added in
+// group order: a fixed order for a given plan and tile.
+template <int kMT, int kNT, bool kBf16>
+__device__ __forceinline__ void SumSlabs(const Params& p, int first, int part, float* scratch) {
+  using T = Tile<kMT, kNT>;
+  const int groups = part >= kThreads ? 1 : min(kThreads / part, p.clusters);
+  const int per = (p.clusters + groups - 1) / groups;
+  const int g = threadIdx.x / min(part, kThreads);
+  if (g < groups) {
+    const int c0 = g * per, c1 = min(p.clusters, c0 + per);
+    #pragma unroll 1
+    for (int f = threadIdx.x % min(part, kThreads); f < part; f += kThreads) {
+      const float* src = p.partials + first + f;
+      float s = 0.f;
+#pragma unroll 1
+      for (int c = c0; c < c1; c += kSlabBatch) {
+        float v[kSlabBatch];
+#pragma unroll
+        for (int u = 0; u < kSlabBatch; ++u) {
+          v[u] = c + u < c1 ? __ldcg(src + int64_t{c + u} * T::kFloats) : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < kSlabBatch; ++u) s += v[u];
+      }
+      if (groups == 1) {
+        StoreElement<kNT, kBf16>(p, first + f, s);
+      } else {
+        scratch[g * part + f] = s;
+      }
+    }
+  }
+  if (groups == 1) return;
+  __syncthreads();
+  #pragma unroll 1
+  for (int f = threadIdx.x; f < part; f += kThreads) {
+    float s = scratch[f];
+#pragma unroll 1
+    for (int q = 1; q < groups; ++q) s += scratch[q * part + f];
+    StoreElement<kNT, kBf16>(p, first + f, s);
+  }
 }
 
 template <int kMT, int kNT, bool kBf16>
@@ -212,6 +279,7 @@ __global__ void __launch_bounds__(kThreads, 1) SplitKTinyKernel(const Params p) 
     }
   }
   __syncthreads();
+  #pragma unroll 1
   for (int i = threadIdx.x; i < T::kFloats; i += kThreads) {
     float s = tile[i];
 #pragma unroll
@@ -220,73 +288,49 @@ __global__ void __launch_bounds__(kThreads, 1) SplitKTinyKernel(const Params p) 
   }
   cluster.sync();  // every rank's tile complete and visible to the cluster
 
-  // (2) Rank r adds its part of the tile over ranks 0..C-1, in rank order,
-  // writing the sum over its own part (read by no other rank).
+  // (2) Rank r adds part r of the tile over ranks 0..C-1, in rank order, every
+  // rank's value loaded before the first add (the round trips overlap), and
+  // writes the sum to C (one cluster) or to its cluster's slab.
   const int rank = static_cast<int>(cluster.block_rank());
   const int ranks = static_cast<int>(cluster.num_blocks());
   const int part = T::kFloats / ranks;  // ranks divides it: a power of two <= 8
   const int first = rank * part;
-  // Every rank's float4 is loaded before the first add: the DSMEM round trips
-  // overlap instead of queueing behind the adds (the order of the adds is unchanged).
-  for (int i = first + threadIdx.x * 4; i < first + part; i += kThreads * 4) {
-    float4 v[kMaxCluster];
+  float* slab = p.partials + int64_t{blockIdx.x / ranks} * T::kFloats;
+  #pragma unroll 1
+  for (int i = first + threadIdx.x; i < first + part; i += kThreads) {
+    float v[kMaxCluster];
 #pragma unroll
     for (int q = 0; q < kMaxCluster; ++q) {
-      if (q < ranks) v[q] = *cluster.map_shared_rank(reinterpret_cast<float4*>(tile + i), q);
+      if (q < ranks) v[q] = *cluster.map_shared_rank(tile + i, q);
     }
-    float4 s = v[0];
+    float s = v[0];
 #pragma unroll
     for (int q = 1; q < kMaxCluster; ++q) {
-      if (q < ranks) Add(s, v[q]);
+      if (q < ranks) s += v[q];
     }
-    *reinterpret_cast<float4*>(tile + i) = s;
+    if (p.clusters == 1) {
+      StoreElement<kNT, kBf16>(p, i, s);
+    } else {
+      __stcg(slab + i, s);
+    }
   }
-  cluster.sync();  // no rank leaves while another still reads its tile
+  // No rank reads this CTA's tile after this; its exit waits for the others'
+  // arrivals (ClusterWait below), so none leaves while another still reads it.
+  ClusterArrive();
 
-  if (p.clusters == 1) {
-    for (int i = first + threadIdx.x * 4; i < first + part; i += kThreads * 4) {
-      StoreFloat4<kNT, kBf16>(p, i, *reinterpret_cast<const float4*>(tile + i));
+  // (3) Arrive at counter `rank`; the last of the clusters to arrive adds part
+  // r of every cluster's slab, in cluster order. Its scratch is the warps'
+  // partials (past the tile, which other ranks may still be reading).
+  if (p.clusters > 1) {
+    __syncthreads();  // this CTA's slab stores precede thread 0's release
+    if (threadIdx.x == 0) last_arrival = ArriveAcqRel(p.arrivals + rank) == static_cast<unsigned>(p.clusters - 1);
+    __syncthreads();  // and the other clusters' slabs are visible after its acquire
+    if (last_arrival) {
+      SumSlabs<kMT, kNT, kBf16>(p, first, part, tile + T::kFloats);
+      if (threadIdx.x == 0) atomicExch(p.arrivals + rank, 0u);  // for the stream's next launch
     }
-    return;
   }
-
-  // (3) Publish this cluster's part, then arrive at counter `rank`; the last of
-  // the clusters to arrive adds every cluster's part in cluster order.
-  const int cluster_id = blockIdx.x / ranks;
-  float* slab = p.partials + int64_t{cluster_id} * T::kFloats;
-  for (int i = first + threadIdx.x * 4; i < first + part; i += kThreads * 4) {
-    __stcg(reinterpret_cast<float4*>(slab + i), *reinterpret_cast<const float4*>(tile + i));
-  }
-  __threadfence();  // the slab is visible device-wide before the arrival
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    last_arrival = atomicAdd(p.arrivals + rank, 1u) == static_cast<unsigned>(p.clusters - 1);
-  }
-  __syncthreads();
-  if (!last_arrival) return;
-  __threadfence();  // every other cluster's slab is read after its arrival
-  // The slabs are loaded kSlabBatch at a time before they are added, so their
-  // L2 round trips overlap instead of forming a chain (16 clusters on the H200);
-  // the adds stay in cluster order. With the rank loads above: 0.4-0.6 us less at
-  // 16 x 16 x 65536 (bench/results/small-gemm-floor-h200.md).
-  for (int i = first + threadIdx.x * 4; i < first + part; i += kThreads * 4) {
-    float4 s = __ldcg(reinterpret_cast<const float4*>(p.partials + i));
-    for (int c0 = 1; c0 < p.clusters; c0 += kSlabBatch) {
-      float4 v[kSlabBatch];
-#pragma unroll
-      for (int u = 0; u < kSlabBatch; ++u) {
-        if (c0 + u < p.clusters) {
-          v[u] = __ldcg(reinterpret_cast<const float4*>(p.partials + int64_t{c0 + u} * T::kFloats + i));
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kSlabBatch; ++u) {
-        if (c0 + u < p.clusters) Add(s, v[u]);
-      }
-    }
-    StoreFloat4<kNT, kBf16>(p, i, s);
-  }
-  if (threadIdx.x == 0) atomicExch(p.arrivals + rank, 0u);  // for the stream's next launch
+  ClusterWait();
 }
 
 // ---- host side ----
@@ -378,14 +422,16 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 }  // namespace
 
-SplitKTinyPlan MakeSplitKTinyPlan(int64_t k, int sm_count) {
+SplitKTinyPlan MakeSplitKTinyPlan(int64_t k, int sm_count, int max_cluster) {
   SplitKTinyPlan plan;
   // One CTA per SM at most (each holds a 4-stage ring), and at least a stage
   // of K per CTA. Cluster sizes are powers of two so that they divide the tile.
+  int cap = 1;
+  while (cap * 2 <= std::min(max_cluster, kMaxCluster)) cap *= 2;
   int64_t slices = std::clamp<int64_t>(CeilDiv(k, kStageK), 1, std::max(sm_count, 1));
-  if (slices >= kMaxCluster) {
-    slices = slices / kMaxCluster * kMaxCluster;
-    plan.cluster = kMaxCluster;
+  if (slices >= cap) {
+    slices = slices / cap * cap;
+    plan.cluster = cap;
   } else {
     while (plan.cluster * 2 <= slices) plan.cluster *= 2;
     slices = plan.cluster;
@@ -406,23 +452,33 @@ const char* SplitKTinyUnsupported(const LaunchArgs& args) {
   return nullptr;
 }
 
-size_t SplitKTinyWorkspaceBytes(const LaunchArgs& args) {
+size_t SplitKTinyWorkspaceBytes(const LaunchArgs& args, const SplitKTinyPlan& plan) {
   if (!DimsInRange(args) || SplitKTinyUnsupported(args) != nullptr) return 0;
-  const SplitKTinyPlan plan = MakeSplitKTinyPlan(args.k, args.sm_count);
-  if (plan.clusters() == 1) return 0;
+  if (plan.cluster < 1 || plan.ctas % plan.cluster != 0 || plan.clusters() == 1) return 0;
   return static_cast<size_t>(plan.clusters()) * TileFloats(args) * sizeof(float);
 }
 
-cudaError_t LaunchSplitKTiny(const LaunchArgs& args, cudaStream_t stream) {
+size_t SplitKTinyWorkspaceBytes(const LaunchArgs& args) {
+  return SplitKTinyWorkspaceBytes(args, MakeSplitKTinyPlan(args.k, args.sm_count));
+}
+
+cudaError_t LaunchSplitKTiny(const LaunchArgs& args, const SplitKTinyPlan& plan, cudaStream_t stream) {
   if (!DimsInRange(args) || SplitKTinyUnsupported(args) != nullptr || args.c == nullptr) {
     return cudaErrorInvalidValue;
   }
-  const size_t workspace = SplitKTinyWorkspaceBytes(args);
+  // A plan from MakeSplitKTinyPlan, for this K: whole power-of-two clusters of
+  // 16-row-aligned slices that cover K.
+  const bool cluster_ok = plan.cluster == 1 || plan.cluster == 2 || plan.cluster == 4 ||
+                          plan.cluster == kMaxCluster;
+  if (!cluster_ok || plan.ctas < 1 || plan.ctas % plan.cluster != 0 || plan.k_slice < 16 ||
+      plan.k_slice % 16 != 0 || plan.ctas * plan.k_slice < args.k) {
+    return cudaErrorInvalidValue;
+  }
+  const size_t workspace = SplitKTinyWorkspaceBytes(args, plan);
   if (workspace > 0 && (args.workspace == nullptr || args.workspace_bytes < workspace ||
                         !Aligned16(args.workspace))) {
     return cudaErrorInvalidValue;
   }
-  const SplitKTinyPlan plan = MakeSplitKTinyPlan(args.k, args.sm_count);
   Params p{};
   p.a = static_cast<const uint16_t*>(args.a);
   p.b = static_cast<const uint16_t*>(args.b);
@@ -439,6 +495,10 @@ cudaError_t LaunchSplitKTiny(const LaunchArgs& args, cudaStream_t stream) {
   }
   return args.dtype == DType::kBF16 ? LaunchDtype<true>(p, plan, stream)
                                     : LaunchDtype<false>(p, plan, stream);
+}
+
+cudaError_t LaunchSplitKTiny(const LaunchArgs& args, cudaStream_t stream) {
+  return LaunchSplitKTiny(args, MakeSplitKTinyPlan(args.k, args.sm_count), stream);
 }
 
 const Launcher kSplitKTiny = {"LaunchSplitKTiny", LaunchSplitKTiny, SplitKTinyWorkspaceBytes,

@@ -3,7 +3,8 @@
 // takes 10-12 us): ONE launch, K split over up to sm_count CTAs, and the
 // partials added in a fixed order inside that launch - in rank order through
 // distributed shared memory within each thread-block cluster, then, across
-// clusters, by whichever cluster arrives last, in cluster order. So C is
+// clusters, by whichever cluster arrives last (one acquire-release ticket), in
+// cluster order. So C is
 // bitwise run-to-run deterministic on one device. f16 and bf16 in, f32
 // accumulation, C in the input dtype; M <= 64, N <= 64 (any N), K % 8 == 0,
 // A and B 16-byte aligned. sm_90 (clusters).
@@ -34,14 +35,19 @@ inline constexpr int64_t kSplitKTinyRacedMaxM = 16;
 inline constexpr int64_t kSplitKTinyRacedMaxN = 16;
 inline constexpr int64_t kSplitKTinyRacedMinK = 32768;
 
-// How one launch divides K: a function of K and the SM count only.
+// The largest thread-block cluster a plan uses (the portable size).
+inline constexpr int kSplitKTinyMaxCluster = 8;
+
+// How one launch divides K: a function of K, the SM count and the cluster cap
+// only (the launcher uses the cap kSplitKTinyMaxCluster; the bench and tests
+// ask for smaller clusters).
 struct SplitKTinyPlan {
   int ctas = 1;         // grid.x: K slices, a multiple of `cluster`
   int cluster = 1;      // CTAs per thread-block cluster: 1, 2, 4 or 8
   int64_t k_slice = 0;  // K rows per CTA, a multiple of 16; trailing CTAs may get none
   int clusters() const { return ctas / cluster; }
 };
-SplitKTinyPlan MakeSplitKTinyPlan(int64_t k, int sm_count);
+SplitKTinyPlan MakeSplitKTinyPlan(int64_t k, int sm_count, int max_cluster = kSplitKTinyMaxCluster);
 
 // Why the kernel cannot run these arguments (nullptr: it can): dtype, M, N,
 // K % 8 or an operand not 16-byte aligned.
@@ -52,6 +58,7 @@ const char* SplitKTinyUnsupported(const LaunchArgs& args);
 // a small per-stream buffer the launcher allocates (and zeroes) at a stream's
 // first launch, which every launch leaves at zero for the next.
 size_t SplitKTinyWorkspaceBytes(const LaunchArgs& args);
+size_t SplitKTinyWorkspaceBytes(const LaunchArgs& args, const SplitKTinyPlan& plan);
 
 // Enqueues the kernel. cudaErrorInvalidValue (nothing launched) where
 // SplitKTinyUnsupported says why, for dims outside [1, 2^31) or too little
@@ -59,6 +66,9 @@ size_t SplitKTinyWorkspaceBytes(const LaunchArgs& args);
 // is capturing (its counters must be zeroed outside a graph); else the first
 // launch error.
 cudaError_t LaunchSplitKTiny(const LaunchArgs& args, cudaStream_t stream);
+// The same with a given plan (one of MakeSplitKTinyPlan's for this K; else
+// cudaErrorInvalidValue): for the bench and the tests.
+cudaError_t LaunchSplitKTiny(const LaunchArgs& args, const SplitKTinyPlan& plan, cudaStream_t stream);
 
 extern const Launcher kSplitKTiny;
 

@@ -7,6 +7,7 @@
 // and what it declines. Skipped without an sm_90 GPU (thread-block clusters).
 // The plan and refusal tests need no device.
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -56,11 +57,15 @@ class SplitKTinyTest : public ::testing::Test {
   }
 
   // Poisons C, launches on `stream` (default stream_) planning for `sm_count`
-  // multiprocessors (default the device's), and waits.
-  ::testing::AssertionResult Run(DeviceGemm& g, int sm_count = 0, cudaStream_t stream = nullptr) {
+  // multiprocessors (default the device's) with clusters of at most
+  // `max_cluster` CTAs (default the launcher's own plan), and waits.
+  ::testing::AssertionResult Run(DeviceGemm& g, int sm_count = 0, cudaStream_t stream = nullptr,
+                                 int max_cluster = 0) {
     g.PoisonC();
     LaunchArgs args = ArgsFor(g.problem(), g.a(), g.b(), g.c(), sm_count != 0 ? sm_count : sm_count_);
-    args.workspace_bytes = SplitKTinyWorkspaceBytes(args);
+    const SplitKTinyPlan plan =
+        MakeSplitKTinyPlan(args.k, args.sm_count, max_cluster != 0 ? max_cluster : kSplitKTinyMaxCluster);
+    args.workspace_bytes = max_cluster != 0 ? SplitKTinyWorkspaceBytes(args, plan) : SplitKTinyWorkspaceBytes(args);
     if (args.workspace_bytes > workspace_bytes_) {
       CUDA_OK(cudaFree(workspace_));
       CUDA_OK(cudaMalloc(&workspace_, args.workspace_bytes));
@@ -68,7 +73,8 @@ class SplitKTinyTest : public ::testing::Test {
     }
     args.workspace = args.workspace_bytes > 0 ? workspace_ : nullptr;
     if (stream == nullptr) stream = stream_;
-    const cudaError_t err = LaunchSplitKTiny(args, stream);
+    const cudaError_t err =
+        max_cluster != 0 ? LaunchSplitKTiny(args, plan, stream) : LaunchSplitKTiny(args, stream);
     if (err != cudaSuccess) {
       return ::testing::AssertionFailure()
              << "LaunchSplitKTiny on " << g.problem() << ": " << cudaGetErrorName(err);
@@ -130,6 +136,45 @@ TEST_F(SplitKTinyTest, MatchesReferenceAtEverySplitPlan) {
   }
 }
 
+// Every cluster cap (1: no distributed shared memory, the last CTA to arrive
+// adds every CTA's slab; 2 and 4: more slabs, fewer ranks; 8: the launcher's
+// plan), with one cluster and many, at ragged M != N: each splits the final sum
+// across threads differently (one group of slabs per thread, or many).
+TEST_F(SplitKTinyTest, MatchesReferenceAtEveryClusterCap) {
+  uint64_t seed = 400;
+  for (const Shape& s : {Shape{16, 16, 65536}, Shape{13, 40, 32776}, Shape{64, 64, 8192},
+                         Shape{5, 60, 4104}, Shape{7, 3, 1288}, Shape{33, 9, 262144}}) {
+    DeviceGemm g(Problem{DType::kBF16, s.m, s.n, s.k}, seed++);
+    for (int max_cluster : {1, 2, 4, 8}) {
+      for (int sm_count : {3, 24, sm_count_}) {
+        ASSERT_TRUE(Run(g, sm_count, nullptr, max_cluster));
+        EXPECT_TRUE(g.Matches(kBudget)) << "clusters of at most " << max_cluster << " at sm_count " << sm_count;
+      }
+    }
+  }
+}
+
+// The fixed order holds at every cluster cap: bitwise repeats, with other
+// plans' launches (which use the same arrival counters) in between.
+TEST_F(SplitKTinyTest, RepeatsBitwiseAtEveryClusterCap) {
+  uint64_t seed = 500;
+  DeviceGemm between(Problem{DType::kBF16, 16, 16, 65536}, 499);
+  for (const Shape& s : {Shape{16, 16, 65536}, Shape{9, 20, 32776}}) {
+    DeviceGemm g(Problem{DType::kF16, s.m, s.n, s.k}, seed++);
+    for (int max_cluster : {1, 2, 4, 8}) {
+      ASSERT_TRUE(Run(g, 0, nullptr, max_cluster));
+      ASSERT_TRUE(g.Matches(kBudget));
+      const std::vector<uint8_t> first = g.DownloadC();
+      for (int other : {1, 4, 8}) {
+        ASSERT_TRUE(Run(between, 0, nullptr, other));
+        ASSERT_TRUE(Run(g, 0, nullptr, max_cluster));
+        EXPECT_TRUE(first == g.DownloadC())
+            << "run after a cap-" << other << " launch differs on " << g.problem() << " at cap " << max_cluster;
+      }
+    }
+  }
+}
+
 // Bitwise the same on a second run, after other shapes (other plans, other
 // cluster counts) ran on the stream in between - each launch must leave its
 // arrival counters at zero - and on another stream (its own counters).
@@ -171,6 +216,17 @@ TEST(SplitKTinyRefusalTest, DeclinesWhatItDoesNotCover) {
                               args(DType::kBF16, 0, 16, 4096, buf)}) {
     EXPECT_EQ(LaunchSplitKTiny(a, nullptr), cudaErrorInvalidValue);
   }
+  // A plan that does not cover K, or not in whole power-of-two clusters.
+  const LaunchArgs ok = args(DType::kBF16, 16, 16, 4096, buf);
+  SplitKTinyPlan short_plan = MakeSplitKTinyPlan(4096, 1);
+  short_plan.k_slice -= 16;
+  SplitKTinyPlan odd_cluster = MakeSplitKTinyPlan(4096, 132);
+  odd_cluster.cluster = 3;
+  SplitKTinyPlan ragged_grid = MakeSplitKTinyPlan(4096, 132);
+  ragged_grid.ctas += 1;
+  for (const SplitKTinyPlan& plan : {short_plan, odd_cluster, ragged_grid}) {
+    EXPECT_EQ(LaunchSplitKTiny(ok, plan, nullptr), cudaErrorInvalidValue);
+  }
   // Several clusters need their workspace slabs.
   LaunchArgs many = args(DType::kBF16, 16, 16, 65536, buf);
   ASSERT_GT(SplitKTinyWorkspaceBytes(many), 0u);
@@ -192,6 +248,18 @@ TEST(SplitKTinyPlanTest, SlicesCoverKInWholeClusters) {
       EXPECT_EQ(plan.ctas % plan.cluster, 0);
     }
   }
+  // A cap on the cluster: the largest power of two within it, never above 8.
+  for (int cap : {1, 2, 3, 4, 8, 16}) {
+    for (int64_t k : {int64_t{8}, int64_t{1288}, int64_t{65536}}) {
+      const SplitKTinyPlan plan = MakeSplitKTinyPlan(k, 132, cap);
+      EXPECT_LE(plan.cluster, std::min(cap, 8)) << k << " capped at " << cap;
+      EXPECT_EQ(plan.ctas % plan.cluster, 0);
+      EXPECT_GE(plan.ctas * plan.k_slice, k);
+    }
+  }
+  EXPECT_EQ(MakeSplitKTinyPlan(66000, 132, 1).ctas, 129);  // 512-row slices, no cluster to round to
+  EXPECT_EQ(MakeSplitKTinyPlan(66000, 132).ctas, 128);     // 528-row slices in 16 clusters of 8
+  EXPECT_EQ(MakeSplitKTinyPlan(65536, 132, 4).cluster, 4);
   EXPECT_EQ(MakeSplitKTinyPlan(65536, 132).ctas, 128);  // 16 clusters of 8, 512 rows each
   EXPECT_EQ(MakeSplitKTinyPlan(65536, 132).k_slice, 512);
 }
