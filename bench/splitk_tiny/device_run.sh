@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One device call for splitk_tiny: the SASS check (HMMA, cp.async, no local
-# memory), its gtest suite (label gpu), compute-sanitizer memcheck on the
-# launch-geometry case, the registry's candidate suite (splitk_tiny raced
-# through CudaCandidates), then the timed table, printed last.
-# Builds nothing there; about 2 minutes, each step under its own timeout.
+# memory, instructions per kernel), its gtest suite (label gpu), compute-sanitizer
+# memcheck on the launch-geometry and cluster-cap cases, the timed table
+# (splitk_tiny beside splitk_tiny_prev and cuBLAS), the registry's candidate
+# suite (splitk_tiny raced through CudaCandidates), then, with time left, Nsight
+# Compute on one cold launch of each at 16x16x65536; the table printed last.
+# Builds nothing there; under 4 minutes, each step under its own timeout.
 # Here, from the repository root:
 #   cmake --build build --target splitk_tiny_tests splitk_tiny_bench cuda_candidates_tests
 #   ../shared/device/bundle .device-tiny build/bin/splitk_tiny_tests build/bin/splitk_tiny_bench \
@@ -21,30 +23,44 @@ date -u +%FT%TZ | tee -a "$final/device.txt"
 
 if command -v cuobjdump >/dev/null; then
   cuobjdump -sass "$bin/splitk_tiny_bench" 2>/dev/null |
-    awk '/Function :/ {fn=$3} /HMMA/ {h[fn]++} /LDGSTS/ {g[fn]++} /LDL|STL/ {l[fn]++}
-         END {for (k in h) print "HMMA", h[k], "LDGSTS", g[k]+0, "LDL/STL", l[k]+0, k}' |
+    awk '/Function :/ {fn=$3} /\/\*[0-9a-f]+\*\// {n[fn]++} /HMMA/ {h[fn]++} /LDGSTS/ {g[fn]++} /LDL|STL/ {l[fn]++}
+         END {for (k in h) print "HMMA", h[k], "LDGSTS", g[k]+0, "LDL/STL", l[k]+0, "instructions", n[k]+0, k}' |
     grep SplitKTiny | sort > "$final/sass.txt"
   echo "sass: $(wc -l < "$final/sass.txt") SplitKTiny kernels, $(awk '$6 > 0' "$final/sass.txt" | wc -l) with local memory"
 fi
 
-timeout 60 "$bin/splitk_tiny_tests" > "$final/gtest.log" 2>&1; echo "splitk_tiny_tests rc=$?"
+timeout 75 "$bin/splitk_tiny_tests" > "$final/gtest.log" 2>&1; echo "splitk_tiny_tests rc=$?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|differs|^\[       OK|^\[  FAILED" "$final/gtest.log" | head -30
 
 if command -v compute-sanitizer >/dev/null; then
   timeout 45 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/splitk_tiny_tests" \
-    --gtest_filter='SplitKTinyTest.LaunchGeometry*' > "$final/memcheck.log" 2>&1; echo "memcheck rc=$?"
+    --gtest_filter='SplitKTinyTest.LaunchGeometry*:SplitKTinyTest.RepeatsBitwiseAtEveryClusterCap' \
+    > "$final/memcheck.log" 2>&1; echo "memcheck rc=$?"
   grep -E "ERROR SUMMARY|PASSED|FAILED" "$final/memcheck.log" | head -5
 fi
 
-timeout 40 "$bin/splitk_tiny_bench" --reps 50 > "$final/bench.log" 2>&1; echo "bench rc=$?"
+timeout 60 "$bin/splitk_tiny_bench" --reps 100 > "$final/bench.log" 2>&1; echo "bench rc=$?"
 
-left=$(( 200 - SECONDS ))
+left=$(( 190 - SECONDS ))
 if (( left > 20 )); then
   timeout "$left" "$bin/cuda_candidates_tests" > "$final/candidates.log" 2>&1; echo "cuda_candidates_tests rc=$? (limit ${left}s)"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|^\[  FAILED" "$final/candidates.log" | head -20
   grep -E "^CHECK splitk_tiny" "$final/candidates.log" | head -8
 else
   echo "cuda_candidates_tests skipped: ${SECONDS}s used"
+fi
+
+# Nsight Compute, only with time to spare: SM active cycles against elapsed and
+# the warp stall reasons of splitk_tiny and splitk_tiny_prev at 16x16x65536.
+left=$(( 215 - SECONDS ))
+if command -v ncu >/dev/null && (( left > 25 )); then
+  timeout "$left" ncu --clock-control none -k regex:SplitKTinyKernel --launch-skip 2 --launch-count 4 \
+    --section SpeedOfLight --section WarpStateStats --section LaunchStats \
+    --metrics sm__cycles_active.avg,sm__cycles_elapsed.max,gpu__time_duration.sum \
+    "$bin/splitk_tiny_bench" --shapes 16x16x65536 --reps 2 > "$final/ncu.log" 2>&1; echo "ncu rc=$? (limit ${left}s)"
+  grep -E "SplitKTinyKernel|gpu__time_duration.sum|sm__cycles_active.avg|sm__cycles_elapsed.max|Stall|Warp Cycles Per Issued" "$final/ncu.log" | head -40
+else
+  echo "ncu skipped: ${SECONDS}s used"
 fi
 
 echo "== splitk_tiny_bench"

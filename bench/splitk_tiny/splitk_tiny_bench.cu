@@ -120,6 +120,7 @@ struct Candidate {
   std::function<void(const gc::Op&, cudaStream_t)> run;
   bool ok = true;
   bool computes = true;  // false: a floor that writes no C (timed, not checked)
+  int max_mn = 1 << 30;  // timed only where M and N are at most this
 };
 
 struct Timing {
@@ -174,6 +175,15 @@ int main(int argc, char** argv) {
       CUDA_CHECK(k::LaunchSplitKTiny(args, plan, s));
     };
   };
+  // splitk_tiny's kernel changed for the breakdown (bf16, M, N <= 16).
+  const auto probe = [&](k::SplitKTinyProbe which) {
+    return [&, which](const gc::Op& op, cudaStream_t s) {
+      k::LaunchArgs args = gc::Args(op.dtype, op.a, op.b, op.c, op.m, op.n, op.k, sm_count);
+      args.workspace_bytes = k::SplitKTinyWorkspaceBytes(args);
+      args.workspace = scratch.Get(args.workspace_bytes);
+      CUDA_CHECK(k::LaunchSplitKTinyProbe(args, which, s));
+    };
+  };
   std::vector<Candidate> cands = {
       {"splitk_tiny", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitKTiny, op, sm_count, scratch, s); }},
       // The kernel as it was at 6d90a6a (kernels/splitk_tiny/splitk_tiny_prev.cu).
@@ -195,6 +205,11 @@ int main(int argc, char** argv) {
              op.k * op.n * 2 / 16, sink);
        },
        true, false},
+      // splitk_tiny cut short (bf16, M, N <= 16): where its time goes after the loads.
+      {"tiny to CTA sum", probe(k::SplitKTinyProbe::kStopAfterCtaSum), true, false, 16},
+      {"tiny to cluster sum", probe(k::SplitKTinyProbe::kStopAfterClusterSum), true, false, 16},
+      // A GEMM (checked like the others), without the final sum's warm-up run.
+      {"splitk_tiny no warm-up", probe(k::SplitKTinyProbe::kNoWarmUp), true, true, 16},
   };
   size_t cublas_index = 0;
   while (cands[cublas_index].name != "cublasGemmEx") ++cublas_index;
@@ -259,14 +274,16 @@ int main(int argc, char** argv) {
                   r.guard_touched, tiny ? (repeats ? ", 3 repeats bitwise equal" : ", REPEATS DIFFER") : "");
     }
     // Warm-up, then interleaved samples under both flushes.
+    const auto applies = [&](const Candidate& cand) { return s.m <= cand.max_mn && s.n <= cand.max_mn; };
     for (Candidate& cand : cands) {
+      if (!applies(cand)) continue;
       for (int i = 0; i < 3; ++i) cand.run(op, stream);
     }
     CUDA_CHECK(cudaStreamSynchronize(stream));
     std::vector<std::vector<double>> w(cands.size()), rd(cands.size());
     for (int r = 0; r < reps; ++r) {
       for (size_t i = 0; i < cands.size(); ++i) {
-        if (!cands[i].ok) continue;
+        if (!cands[i].ok || !applies(cands[i])) continue;
         flush.Write(r, stream);
         w[i].push_back(timer.Us(stream, [&] { cands[i].run(op, stream); }));
         flush.Read(stream);
@@ -275,7 +292,7 @@ int main(int argc, char** argv) {
     }
     std::vector<Timing> row(cands.size());
     for (size_t i = 0; i < cands.size(); ++i) {
-      if (!cands[i].ok) continue;
+      if (!cands[i].ok || !applies(cands[i])) continue;
       row[i] = {gc::Summarize(w[i]), gc::Summarize(rd[i])};
     }
     table.push_back(row);
@@ -293,6 +310,7 @@ int main(int argc, char** argv) {
     const std::vector<Timing>& row = table[si];
     const Timing& ref_t = row[cublas_index];
     for (size_t i = 0; i < cands.size(); ++i) {
+      if (shapes[si].m > cands[i].max_mn || shapes[si].n > cands[i].max_mn) continue;
       if (row[i].memset_flush.median == 0) {
         std::printf("| %s | | %s | failed | | | | | | |\n", gc::ShapeText(shapes[si]).c_str(), cands[i].name.c_str());
         continue;

@@ -19,8 +19,9 @@
 // at exit, the slab written straight from the cluster sum, one acquire-release
 // atomic by one thread in place of a __threadfence by every thread on each side
 // of it, and the final sum's loads all in flight at once across the CTA. The
-// code is kept small as well: after an L2 flush every instruction-cache miss is
-// a DRAM round trip.
+// code is kept small as well, and the final sum's code (which only the last
+// CTAs run, at the very end) is run once by every CTA while its loads are in
+// flight: after an L2 flush every instruction-cache miss is a DRAM round trip.
 //
 // Per CTA: 8 warps; warp w does k16 step w of every stage (mma.sync m16n8k16,
 // f32 accumulators), so each accumulator sees its K steps in a fixed order.
@@ -105,7 +106,7 @@ __device__ __forceinline__ void IssueStage(const Params& p, int64_t k_begin, int
   uint16_t* sb = sa + T::kAHalves;
   const int64_t k0 = k_begin + int64_t{s} * kStageK;
   constexpr int kChunksPerRow = kStageK / 8;
-  #pragma unroll 1
+#pragma unroll 1
   for (int c = threadIdx.x; c < T::kRows * kChunksPerRow; c += kThreads) {
     const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
     const bool valid = row < p.m && k0 + col < k_end;
@@ -113,7 +114,7 @@ __device__ __forceinline__ void IssueStage(const Params& p, int64_t k_begin, int
     CpAsync16(SmemAddress(sa + row * kAStride + col), src, valid ? 16 : 0);
   }
   const int64_t b0 = k0 * p.n, b_end = k_end * p.n;
-  #pragma unroll 1
+#pragma unroll 1
   for (int c = threadIdx.x; c < T::BHalves(p.n) / 8; c += kThreads) {
     const int64_t g = b0 + int64_t{c} * 8;
     const bool valid = g < b_end;
@@ -157,9 +158,10 @@ __device__ __forceinline__ void ComputeStage(const Params& p, const uint16_t* ri
 
 // One loop, one copy of each stage's code: step s issues stage s (while there
 // is one) and computes stage s - (kRing - 1) once its copies have landed.
-template <int kMT, int kNT, bool kBf16>
+// `while_waiting` runs once, when the first kRing stages are in flight.
+template <int kMT, int kNT, bool kBf16, typename F>
 __device__ __forceinline__ void Mainloop(const Params& p, int64_t k_begin, int64_t k_end,
-                                         uint16_t* ring, float (&acc)[kMT][kNT][4]) {
+                                         uint16_t* ring, float (&acc)[kMT][kNT][4], F&& while_waiting) {
   const int stages = static_cast<int>((k_end - k_begin + kStageK - 1) / kStageK);
 #pragma unroll 1
   for (int s = 0; s < stages + kRing - 1; ++s) {
@@ -168,10 +170,14 @@ __device__ __forceinline__ void Mainloop(const Params& p, int64_t k_begin, int64
     if (s < stages) IssueStage<kMT, kNT>(p, k_begin, k_end, s, ring);
     CpAsyncCommit();
     if (s >= kRing - 1) {
+      if (s == kRing - 1) while_waiting();
       CpAsyncWait<kRing - 1>();
       __syncthreads();
       ComputeStage<kMT, kNT, kBf16>(p, ring, (s - (kRing - 1)) % kRing, acc);
-      __syncthreads();
+      // Needed before step s + 1 issues into the slot just read, and after the
+      // last step (the CTA's sum reuses the ring); with the whole slice in
+      // flight at once (stages <= kRing) that is the last step alone.
+      if (s + 1 < stages || s + 1 == stages + kRing - 1) __syncthreads();
     }
   }
 }
@@ -179,11 +185,11 @@ __device__ __forceinline__ void Mainloop(const Params& p, int64_t k_begin, int64
 // Element `i` of a tile in fragment order (((mi * kNT + ni) * 4 + e) * 32 + lane)
 // to C, rounded to the dtype, where it lies inside M x N.
 template <int kNT, bool kBf16>
-__device__ __forceinline__ void StoreElement(const Params& p, int i, float v) {
+__device__ __forceinline__ void StoreElement(uint16_t* c, int m, int n, int i, float v) {
   const int lane = i % 32, e = (i / 32) % 4, f = i / 128;
   const int row = (f / kNT) * 16 + lane / 4 + (e / 2) * 8;
   const int col = (f % kNT) * 8 + (lane % 4) * 2 + (e % 2);
-  if (row < p.m && col < p.n) p.c[row * p.n + col] = ToStorage<kBf16>(v);
+  if (row < m && col < n) c[row * n + col] = ToStorage<kBf16>(v);
 }
 
 // The two halves of a cluster barrier: arrive once this CTA's shared memory may
@@ -209,34 +215,39 @@ __device__ __forceinline__ unsigned ArriveAcqRel(unsigned* counter) {
   return old;
 }
 
-// Floats [first, first + part) of the tile over every cluster's slab, to C.
-// Threads split into `groups` that each add a consecutive run of slabs in
-// order, kSlabBatch loads in flight, and the groups' sums are then added in
-// group order: a fixed order for a given plan and tile.
+// Floats [first, first + part) of the tile over `clusters` slabs, to C
+// (M x N; M = 0 stores nothing). Threads split into `groups` that each add a
+// consecutive run of slabs in order, kSlabBatch loads in flight, and the
+// groups' sums are then added in group order: a fixed order for a given plan
+// and tile. Not inlined: every CTA runs it once with M = 0 while its loads are
+// in flight, so that the code the last CTAs run is already in the caches
+// (after an L2 flush an instruction miss is a DRAM round trip, on the
+// kernel's critical path at the very end).
 template <int kMT, int kNT, bool kBf16>
-__device__ __forceinline__ void SumSlabs(const Params& p, int first, int part, float* scratch) {
+__device__ __noinline__ void SumSlabs(const float* partials, uint16_t* c, int m, int n, int clusters,
+                                      int first, int part, float* scratch) {
   using T = Tile<kMT, kNT>;
-  const int groups = part >= kThreads ? 1 : min(kThreads / part, p.clusters);
-  const int per = (p.clusters + groups - 1) / groups;
+  const int groups = part >= kThreads ? 1 : min(kThreads / part, clusters);
+  const int per = (clusters + groups - 1) / groups;
   const int g = threadIdx.x / min(part, kThreads);
   if (g < groups) {
-    const int c0 = g * per, c1 = min(p.clusters, c0 + per);
-    #pragma unroll 1
+    const int c0 = g * per, c1 = min(clusters, c0 + per);
+#pragma unroll 1
     for (int f = threadIdx.x % min(part, kThreads); f < part; f += kThreads) {
-      const float* src = p.partials + first + f;
+      const float* src = partials + first + f;
       float s = 0.f;
 #pragma unroll 1
-      for (int c = c0; c < c1; c += kSlabBatch) {
+      for (int slab = c0; slab < c1; slab += kSlabBatch) {
         float v[kSlabBatch];
 #pragma unroll
         for (int u = 0; u < kSlabBatch; ++u) {
-          v[u] = c + u < c1 ? __ldcg(src + int64_t{c + u} * T::kFloats) : 0.f;
+          v[u] = slab + u < c1 ? __ldcg(src + int64_t{slab + u} * T::kFloats) : 0.f;
         }
 #pragma unroll
         for (int u = 0; u < kSlabBatch; ++u) s += v[u];
       }
       if (groups == 1) {
-        StoreElement<kNT, kBf16>(p, first + f, s);
+        StoreElement<kNT, kBf16>(c, m, n, first + f, s);
       } else {
         scratch[g * part + f] = s;
       }
@@ -244,25 +255,43 @@ __device__ __forceinline__ void SumSlabs(const Params& p, int first, int part, f
   }
   if (groups == 1) return;
   __syncthreads();
-  #pragma unroll 1
+#pragma unroll 1
   for (int f = threadIdx.x; f < part; f += kThreads) {
     float s = scratch[f];
 #pragma unroll 1
     for (int q = 1; q < groups; ++q) s += scratch[q * part + f];
-    StoreElement<kNT, kBf16>(p, first + f, s);
+    StoreElement<kNT, kBf16>(c, m, n, first + f, s);
   }
 }
 
-template <int kMT, int kNT, bool kBf16>
+// kStop and kWarm serve the bench's breakdown of the chain
+// (LaunchSplitKTinyProbe): kStop 1 ends after the CTA's own sum, 2 after the
+// cluster sum and slab store; kWarm false skips the final sum's warm-up run.
+template <int kMT, int kNT, bool kBf16, int kStop = 0, bool kWarm = true>
 __global__ void __launch_bounds__(kThreads, 1) SplitKTinyKernel(const Params p) {
   using T = Tile<kMT, kNT>;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ bool last_arrival;
+  __shared__ float warm_scratch[kThreads];  // the warm-up run's group sums
   cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int ranks = static_cast<int>(cluster.num_blocks());
+  const int part = T::kFloats / ranks;  // ranks divides it: a power of two <= 8
+  const int first = rank * part;
   const int64_t k_begin = blockIdx.x * p.k_slice;
   const int64_t k_end = min(p.k, k_begin + p.k_slice);
   float acc[kMT][kNT][4] = {};
-  if (k_begin < k_end) Mainloop<kMT, kNT, kBf16>(p, k_begin, k_end, reinterpret_cast<uint16_t*>(smem), acc);
+  if (k_begin < k_end) {
+    Mainloop<kMT, kNT, kBf16>(p, k_begin, k_end, reinterpret_cast<uint16_t*>(smem), acc, [&] {
+      // The final sum's code, run while the loads are in flight on at most
+      // kThreads floats of this rank's part of the slabs (read, never written;
+      // the same 16 KiB for every CTA at 16 x 16 x 65536), storing nothing.
+      if (kWarm && kStop == 0 && p.clusters > 1) {
+        SumSlabs<kMT, kNT, kBf16>(p.partials, p.c, 0, p.n, p.clusters, first, min(part, kThreads),
+                                  warm_scratch);
+      }
+    });
+  }
 
   // (1) The warps' accumulators, added in warp order into the CTA's tile (the
   // ring is idle: the main loop ends behind a barrier).
@@ -279,24 +308,21 @@ __global__ void __launch_bounds__(kThreads, 1) SplitKTinyKernel(const Params p) 
     }
   }
   __syncthreads();
-  #pragma unroll 1
+#pragma unroll 1
   for (int i = threadIdx.x; i < T::kFloats; i += kThreads) {
     float s = tile[i];
 #pragma unroll
     for (int w = 1; w < kWarps; ++w) s += tile[w * T::kFloats + i];
     tile[i] = s;
   }
+  if constexpr (kStop == 1) return;
   cluster.sync();  // every rank's tile complete and visible to the cluster
 
   // (2) Rank r adds part r of the tile over ranks 0..C-1, in rank order, every
   // rank's value loaded before the first add (the round trips overlap), and
   // writes the sum to C (one cluster) or to its cluster's slab.
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int ranks = static_cast<int>(cluster.num_blocks());
-  const int part = T::kFloats / ranks;  // ranks divides it: a power of two <= 8
-  const int first = rank * part;
   float* slab = p.partials + int64_t{blockIdx.x / ranks} * T::kFloats;
-  #pragma unroll 1
+#pragma unroll 1
   for (int i = first + threadIdx.x; i < first + part; i += kThreads) {
     float v[kMaxCluster];
 #pragma unroll
@@ -309,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, 1) SplitKTinyKernel(const Params p) 
       if (q < ranks) s += v[q];
     }
     if (p.clusters == 1) {
-      StoreElement<kNT, kBf16>(p, i, s);
+      StoreElement<kNT, kBf16>(p.c, p.m, p.n, i, s);
     } else {
       __stcg(slab + i, s);
     }
@@ -317,6 +343,10 @@ __global__ void __launch_bounds__(kThreads, 1) SplitKTinyKernel(const Params p) 
   // No rank reads this CTA's tile after this; its exit waits for the others'
   // arrivals (ClusterWait below), so none leaves while another still reads it.
   ClusterArrive();
+  if constexpr (kStop == 2) {
+    ClusterWait();
+    return;
+  }
 
   // (3) Arrive at counter `rank`; the last of the clusters to arrive adds part
   // r of every cluster's slab, in cluster order. Its scratch is the warps'
@@ -326,7 +356,7 @@ __global__ void __launch_bounds__(kThreads, 1) SplitKTinyKernel(const Params p) 
     if (threadIdx.x == 0) last_arrival = ArriveAcqRel(p.arrivals + rank) == static_cast<unsigned>(p.clusters - 1);
     __syncthreads();  // and the other clusters' slabs are visible after its acquire
     if (last_arrival) {
-      SumSlabs<kMT, kNT, kBf16>(p, first, part, tile + T::kFloats);
+      SumSlabs<kMT, kNT, kBf16>(p.partials, p.c, p.m, p.n, p.clusters, first, part, tile + T::kFloats);
       if (threadIdx.x == 0) atomicExch(p.arrivals + rank, 0u);  // for the stream's next launch
     }
   }
@@ -377,9 +407,9 @@ cudaError_t StreamArrivals(cudaStream_t stream, unsigned** out) {
   return cudaSuccess;
 }
 
-template <int kMT, int kNT, bool kBf16>
+template <int kMT, int kNT, bool kBf16, int kStop = 0, bool kWarm = true>
 cudaError_t LaunchTile(const Params& p, const SplitKTinyPlan& plan, cudaStream_t stream) {
-  auto* kernel = &SplitKTinyKernel<kMT, kNT, kBf16>;
+  auto* kernel = &SplitKTinyKernel<kMT, kNT, kBf16, kStop, kWarm>;
   // The largest ring any N <= 64 needs, set once.
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -462,7 +492,10 @@ size_t SplitKTinyWorkspaceBytes(const LaunchArgs& args) {
   return SplitKTinyWorkspaceBytes(args, MakeSplitKTinyPlan(args.k, args.sm_count));
 }
 
-cudaError_t LaunchSplitKTiny(const LaunchArgs& args, const SplitKTinyPlan& plan, cudaStream_t stream) {
+namespace {
+
+// The kernel's parameters for `args` under `plan`, or why not (cudaErrorInvalidValue).
+cudaError_t MakeParams(const LaunchArgs& args, const SplitKTinyPlan& plan, cudaStream_t stream, Params* out) {
   if (!DimsInRange(args) || SplitKTinyUnsupported(args) != nullptr || args.c == nullptr) {
     return cudaErrorInvalidValue;
   }
@@ -493,8 +526,35 @@ cudaError_t LaunchSplitKTiny(const LaunchArgs& args, const SplitKTinyPlan& plan,
     const cudaError_t err = StreamArrivals(stream, &p.arrivals);
     if (err != cudaSuccess) return err;
   }
+  *out = p;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t LaunchSplitKTiny(const LaunchArgs& args, const SplitKTinyPlan& plan, cudaStream_t stream) {
+  Params p;
+  const cudaError_t err = MakeParams(args, plan, stream, &p);
+  if (err != cudaSuccess) return err;
   return args.dtype == DType::kBF16 ? LaunchDtype<true>(p, plan, stream)
                                     : LaunchDtype<false>(p, plan, stream);
+}
+
+cudaError_t LaunchSplitKTinyProbe(const LaunchArgs& args, SplitKTinyProbe probe, cudaStream_t stream) {
+  const SplitKTinyPlan plan = MakeSplitKTinyPlan(args.k, args.sm_count);
+  if (args.dtype != DType::kBF16 || args.m > 16 || args.n > 16) return cudaErrorInvalidValue;
+  Params p;
+  const cudaError_t err = MakeParams(args, plan, stream, &p);
+  if (err != cudaSuccess) return err;
+  switch (probe) {
+    case SplitKTinyProbe::kStopAfterCtaSum:
+      return LaunchTile<1, 2, true, 1>(p, plan, stream);
+    case SplitKTinyProbe::kStopAfterClusterSum:
+      return LaunchTile<1, 2, true, 2>(p, plan, stream);
+    case SplitKTinyProbe::kNoWarmUp:
+      return LaunchTile<1, 2, true, 0, false>(p, plan, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t LaunchSplitKTiny(const LaunchArgs& args, cudaStream_t stream) {

@@ -72,6 +72,14 @@ cudaError_t LaunchSplitKTiny(const LaunchArgs& args, const SplitKTinyPlan& plan,
 
 extern const Launcher kSplitKTiny;
 
+// For the bench's breakdown of where the time goes (bf16 with M, N <= 16
+// only, else cudaErrorInvalidValue): the launcher's kernel cut short after the
+// CTA's own sum (loads and mma included; C unwritten) or after the cluster
+// sum (written to the slabs; C unwritten), or whole but without the warm-up
+// run of the final sum's code. Not a GEMM but the last.
+enum class SplitKTinyProbe { kStopAfterCtaSum, kStopAfterClusterSum, kNoWarmUp };
+cudaError_t LaunchSplitKTinyProbe(const LaunchArgs& args, SplitKTinyProbe probe, cudaStream_t stream);
+
 // Accuracy budget (engine/contract.h's formula): f32 accumulation in 16-wide
 // tensor-core steps, slices added in f32, as splitk.
 inline constexpr double kSplitKTinyBudgetAbs = 1e-5;
