@@ -246,8 +246,9 @@ int main(int argc, char** argv) {
     // splitk's budget for every candidate (splitk_tiny's is the same).
     const double fixed_tol = k::kSplitKBudgetAbs + k::kSplitKBudgetRel * std::sqrt(double(s.k)) * max_ref;
     std::vector<uint8_t> first(s.m * s.n * sizeof(T)), again(first.size());
+    const auto applies = [&](const Candidate& cand) { return s.m <= cand.max_mn && s.n <= cand.max_mn; };
     for (Candidate& cand : cands) {
-      if (!cand.computes) continue;
+      if (!cand.computes || !applies(cand)) continue;
       gc::Checker::Poison(c, s.m, s.n, sizeof(T), stream);
       cand.run(op, stream);
       CUDA_CHECK(cudaGetLastError());
@@ -274,7 +275,6 @@ int main(int argc, char** argv) {
                   r.guard_touched, tiny ? (repeats ? ", 3 repeats bitwise equal" : ", REPEATS DIFFER") : "");
     }
     // Warm-up, then interleaved samples under both flushes.
-    const auto applies = [&](const Candidate& cand) { return s.m <= cand.max_mn && s.n <= cand.max_mn; };
     for (Candidate& cand : cands) {
       if (!applies(cand)) continue;
       for (int i = 0; i < 3; ++i) cand.run(op, stream);
