@@ -3,7 +3,8 @@
 # session checkout's .device-mid): the family's tests, the registry's device
 # tests, floor_bench (CMake build in build/) and transformer_bench
 # (bench/transformer/build.sh), bundled with their libraries, debug info
-# stripped, xz-compressed; and bench/mid_stream/device_run.sh.
+# stripped, xz-compressed; and bench/mid_stream/device_run.sh. ARBITER_SHARED
+# names the shared folder where it is not beside the checkout (a worktree).
 #   usage: bench/mid_stream/bundle.sh DEST
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -12,7 +13,7 @@ cmake --build "$root/build" -j2 --target mid_stream_tests cuda_candidates_tests 
 "$root/bench/transformer/build.sh" "$root/build-bench"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-"${ARBITER_BUNDLE:-$root/../../shared/device/bundle}" "$stage/stage" "$root/build/bin/mid_stream_tests" \
+"${ARBITER_SHARED:-$root/../shared}/device/bundle" "$stage/stage" "$root/build/bin/mid_stream_tests" \
   "$root/build/bin/cuda_candidates_tests" "$root/build/bin/floor_bench" "$root/build-bench/transformer_bench"
 strip --strip-debug "$stage"/stage/bin/* 2>/dev/null || true
 rm -rf "$dest" && mkdir -p "$dest"
