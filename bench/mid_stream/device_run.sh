@@ -7,8 +7,9 @@
 #  1. mid_stream_tests (every member and config, ragged M/K/N, f16/bf16, poisoned
 #     C and workspace, SM counts 1-500, K = 65536, bitwise repeats, rows
 #     independent of M); compute-sanitizer memcheck over the geometry test.
-#  2. cuda_candidates_tests: every registered CUDA candidate (mid_stream among
-#     them) against the device reference and its determinism claim.
+#  2. cuda_candidates_tests: every registered CUDA candidate against the device
+#     reference and its determinism claim (mid_stream among them where it is
+#     listed in kernels/registry: it was in the run of 8aa2112).
 #  3. transformer_bench on issue 12's mid-M shapes: its claims (mid_stream's
 #     ragged set), then every candidate checked and timed next to cuBLAS and
 #     cuBLASLt (memset and read flushes).

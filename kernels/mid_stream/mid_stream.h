@@ -42,8 +42,11 @@
 namespace arbiter::kernels {
 
 inline constexpr int64_t kMidStreamMaxM = 128;
-// Where the registry races it (mid_stream_candidate.cc): below 17 rows the
-// skinny family streams B.
+// The rows the candidate covers (mid_stream_candidate.cc): below 17 the skinny
+// family streams B. Not registered: correct on the H200, but 1.3-3.6x slower
+// than cuBLAS at every shape measured, at 36% of DRAM peak: one CTA of 8-16
+// warps an SM behind a CTA-wide barrier per 16 KiB unit took ~1.25 us a unit
+// whatever M (bench/results/mid-stream-h200.md says what to try next).
 inline constexpr int64_t kMidStreamRacedMinM = 17;
 inline constexpr int64_t kMidStreamRacedMaxM = 128;
 

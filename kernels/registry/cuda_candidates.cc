@@ -4,7 +4,6 @@
 
 #include "kernels/cublas/cublas_candidates.h"
 #include "kernels/gemv/gemv_candidate.h"
-#include "kernels/mid_stream/mid_stream_candidate.h"
 #include "kernels/mma_tiled/mma_tiled_candidate.h"
 #include "kernels/mma_warp/mma_warp_candidate.h"
 #include "kernels/simt/simt_candidate.h"
@@ -40,9 +39,6 @@ std::vector<CandidateSpec> CudaCandidates(CudaBackend& backend) {
   // (kernels/skinny/skinny_stream.h says why).
   Add(out, kernels::MakeSkinnyCandidate());
   Add(out, kernels::MakeSkinnyWideCandidate());
-  // 17-128 rows: B streamed once, stream-K over one CTA an SM
-  // (kernels/mid_stream/mid_stream.h; measured in bench/results/mid-stream-h200.md).
-  Add(out, kernels::MakeMidStreamCandidate());
   return out;
 }
 

@@ -12,7 +12,6 @@
 #include "engine/candidate.h"
 #include "engine/contract.h"
 #include "kernels/gemv/gemv_candidate.h"
-#include "kernels/mid_stream/mid_stream_candidate.h"
 #include "kernels/mma_tiled/mma_tiled_candidate.h"
 #include "kernels/mma_warp/mma_warp_candidate.h"
 #include "kernels/simt/simt_candidate.h"
@@ -28,8 +27,7 @@ std::vector<CandidateSpec> All() {
                                       kernels::MakeMmaTiledCandidate(), kernels::MakeGemvCandidate(),
                                       kernels::MakeSimtCandidate(), kernels::MakeSkinnyCandidate(),
                                       kernels::MakeSkinnyWideCandidate(),
-                                      kernels::MakeSplitKTinyCandidate(),
-                                      kernels::MakeMidStreamCandidate()};
+                                      kernels::MakeSplitKTinyCandidate()};
   for (CandidateSpec& s : kernels::MakeSplitkCandidate()) specs.push_back(std::move(s));
   return specs;
 }
@@ -57,7 +55,7 @@ TEST(CudaFamilyContracts, DeterminismClaimsMatchTheKernels) {
       {"gemv", Determinism::kBatchInvariant},     {"simt", Determinism::kBatchInvariant},
       {"splitk", Determinism::kRunToRun},         {"skinny", Determinism::kBatchInvariant},
       {"skinny_wide", Determinism::kBatchInvariant}, {"splitk_atomic", Determinism::kNondeterministic},
-      {"splitk_tiny", Determinism::kRunToRun},    {"mid_stream", Determinism::kBatchInvariant}};
+      {"splitk_tiny", Determinism::kRunToRun}};
   for (const auto& [name, determinism] : expected) {
     for (const CandidateMember& m : Named(specs, name).members) {
       EXPECT_EQ(m.contract.determinism, determinism) << name << " " << m.contract;
@@ -69,7 +67,7 @@ TEST(CudaFamilyContracts, TensorCoreFamiliesTakeHalfTypesOnly) {
   const std::vector<CandidateSpec> specs = All();
   for (const char* name :
        {"mma_warp", "mma_tiled", "splitk", "splitk_atomic", "splitk_tiny", "gemv", "skinny",
-        "skinny_wide", "mid_stream"}) {
+        "skinny_wide"}) {
     const CandidateSpec& spec = Named(specs, name);
     EXPECT_NE(spec.Member(DType::kF16), nullptr) << name;
     EXPECT_NE(spec.Member(DType::kBF16), nullptr) << name;
@@ -123,22 +121,6 @@ TEST(CudaFamilyContracts, SplitKTinyCoversTinyCAgainstLongAlignedK) {
     EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 17, 65536}).empty());
     EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 16, 65540}).empty());
     EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 16, 16384}).empty());
-  }
-}
-
-// mid_stream is raced at 17-128 rows (skinny and skinny_wide take fewer) of
-// N % 8 == 0 and K % 8 == 0 (16-byte copies), on sm_90+.
-TEST(CudaFamilyContracts, MidStreamCovers17To128RowsOfAlignedNAndK) {
-  const std::vector<CandidateSpec> specs = All();
-  const CandidateSpec& mid = Named(specs, "mid_stream");
-  for (const CandidateMember& m : mid.members) {
-    EXPECT_EQ(m.contract.arch, "sm_90+");
-    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 17, 4096, 4096}).empty());
-    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 128, 14336, 4096}).empty());
-    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 4096, 4096}).empty());
-    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 129, 4096, 4096}).empty());
-    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 64, 30522, 768}).empty());
-    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 64, 4096, 4100}).empty());
   }
 }
 
