@@ -3,13 +3,15 @@
 // turn, round-robin, so that the machine's load falls on every configuration
 // alike.
 //
-//   wire-ab ROUNDS CALLS LABEL=SERVER[=into] ...
+//   wire-ab ROUNDS CALLS LABEL=SERVER[=into|=copy] ...
 //
 // Shapes, all f32 on the bytes path: "request N MiB" is 1 x 1 x K (A and B
 // each half the request, C one element); "reply N MiB" is M x M x 1 (A and B a
-// few KiB, C N MiB), checked element for element on the first call. `=into`
-// reads C into caller memory (ArbiterClient::MatmulInto) instead of the
-// response. Prints, per shape and configuration, the median, quartiles and
+// few KiB, C N MiB), checked element for element on the first and last calls.
+// `=into` reads C into caller memory (ArbiterClient::MatmulInto) instead of a
+// response kept from call to call; `=copy` gets C in a new response each call
+// and copies it into caller memory (what a caller of Matmul does to have C in
+// its own buffer). Prints, per shape and configuration, the median, quartiles and
 // minimum over ROUNDS x CALLS calls (one untimed warm-up call per round).
 #include <algorithm>
 #include <chrono>
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,7 +41,8 @@ struct Shape {
 struct Config {
   std::string label;
   std::string server;
-  bool into = false;
+  bool into = false;  // MatmulInto
+  bool copy = false;  // Matmul with a fresh response, C then copied to caller memory
   std::unique_ptr<ArbiterClient> client;
   std::vector<uint8_t> c;  // caller memory for MatmulInto
 };
@@ -60,7 +64,13 @@ v1::MatmulRequest RequestOf(const Shape& s) {
 
 bool Call(Config& c, const v1::MatmulRequest& req, v1::MatmulResponse* resp, const char** data) {
   grpc::Status s;
-  if (c.into) {
+  if (c.copy) {
+    c.c.resize(static_cast<size_t>(req.problem().m() * req.problem().n()) * sizeof(float));
+    v1::MatmulResponse fresh;
+    s = c.client->Matmul(req, &fresh);
+    if (s.ok()) std::memcpy(c.c.data(), fresh.c().data(), std::min(c.c.size(), fresh.c().size()));
+    *data = reinterpret_cast<const char*>(c.c.data());
+  } else if (c.into) {
     c.c.resize(static_cast<size_t>(req.problem().m() * req.problem().n()) * sizeof(float));
     s = c.client->MatmulInto(req, c.c.data(), c.c.size(), resp);
     *data = reinterpret_cast<const char*>(c.c.data());
@@ -105,7 +115,7 @@ double Quantile(std::vector<double> v, double q) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: wire-ab ROUNDS CALLS LABEL=SERVER[=into] ...\n");
+    std::fprintf(stderr, "usage: wire-ab ROUNDS CALLS LABEL=SERVER[=into|=copy] ...\n");
     return 2;
   }
   const int rounds = std::atoi(argv[1]);
@@ -119,6 +129,9 @@ int main(int argc, char** argv) {
     c.server = arg.substr(eq + 1);
     if (c.server.ends_with("=into")) {
       c.into = true;
+      c.server.resize(c.server.size() - 5);
+    } else if (c.server.ends_with("=copy")) {
+      c.copy = true;
       c.server.resize(c.server.size() - 5);
     }
     ClientOptions options;
