@@ -11,11 +11,15 @@ sm80_90=(-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90
 nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/gemv/gemv.cu" -o "$out/obj/gemv.o" &
 nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/splitk/splitk.cu" -o "$out/obj/splitk.o"
 wait
-nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/common/split_reduce.cu" -o "$out/obj/split_reduce.o"
+nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/common/split_reduce.cu" -o "$out/obj/split_reduce.o" &
+nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/kernels/splitk_tiny/splitk_tiny.cu" -o "$out/obj/splitk_tiny.o"
+wait
 nvcc "${flags[@]}" -gencode=arch=compute_90a,code=sm_90a -c "$root/kernels/wgmma/wgmma_gemm.cu" -o "$out/obj/wgmma.o" &
 nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/kernels/skinny/skinny_stream.cu" -o "$out/obj/skinny_stream.o"
 wait
-nvcc "${flags[@]}" -gencode=arch=compute_90a,code=sm_90a -c "$root/kernels/wgmma_bt/wgmma_bt.cu" -o "$out/obj/wgmma_bt.o"
+nvcc "${flags[@]}" -gencode=arch=compute_90a,code=sm_90a -c "$root/kernels/wgmma_bt/wgmma_bt.cu" -o "$out/obj/wgmma_bt.o" &
+nvcc "${flags[@]}" -gencode=arch=compute_90a,code=sm_90a -c "$root/kernels/wgmma_ragged/wgmma_ragged.cu" -o "$out/obj/wgmma_ragged.o"
+wait
 nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/common/pad.cu" -o "$out/obj/pad.o" &
 nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/bench/transformer/transformer_bench.cu" -o "$out/obj/bench.o"
 wait
