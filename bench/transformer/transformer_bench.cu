@@ -54,6 +54,7 @@
 #include "kernels/splitk_tiny/splitk_tiny.h"
 #include "kernels/wgmma/wgmma_gemm.h"
 #include "kernels/wgmma_bt/wgmma_bt.h"
+#include "kernels/wgmma_ragged/wgmma_ragged.h"
 
 namespace {
 
@@ -266,6 +267,7 @@ void Gemv(const Op& op, cudaStream_t s) { RunFamily(k::kGemv, op, s); }
 void SplitK(const Op& op, cudaStream_t s) { RunFamily(k::kSplitK, op, s); }
 void SplitKTiny(const Op& op, cudaStream_t s) { RunFamily(k::kSplitKTiny, op, s); }
 void SkinnyWide(const Op& op, cudaStream_t s) { RunFamily(k::kSkinnyStreamWideLauncher, op, s); }
+void WgmmaRagged(const Op& op, cudaStream_t s) { RunFamily(k::kWgmmaRagged, op, s); }
 
 // mid_stream with one of its configs (kernels/mid_stream/mid_stream.h).
 void MidStream(const Op& op, const k::MidStreamConfig& config, cudaStream_t s) {
@@ -342,6 +344,10 @@ std::vector<Candidate> Candidates() {
                    Wgmma(op, arbiter::wgmma::WgmmaTile::k128x256CpAsync, s);
                  },
                  false});
+  // The coverage kernels/wgmma_ragged/wgmma_ragged_candidate.cc registers: N
+  // not a multiple of 8 (what cublas_padded copies for), K % 8 == 0.
+  out.push_back({"wgmma_ragged", k::kWgmmaRaggedBudgetAbs, k::kWgmmaRaggedBudgetRel,
+                 [](const Op& op) { return op.n % 8 != 0 && op.k % 8 == 0; }, WgmmaRagged});
   out.push_back({"splitk", k::kSplitKBudgetAbs, k::kSplitKBudgetRel,
                  [](const Op& op) { return op.m * op.n <= 1 << 20; }, SplitK});
   // The coverage kernels/splitk_tiny/splitk_tiny_candidate.cc registers.
@@ -715,6 +721,15 @@ int main(int argc, char** argv) {
   }
 
   const std::vector<Candidate> candidates = Candidates();
+  // --only: comma-separated name fragments (cuBLAS always runs, for the ratio).
+  const auto wanted = [&only](const Candidate& c) {
+    if (only.empty() || c.name == "cublas") return true;
+    std::stringstream list(only);
+    for (std::string part; std::getline(list, part, ',');) {
+      if (!part.empty() && c.name.find(part) != std::string::npos) return true;
+    }
+    return false;
+  };
   int failures = 0;
   if (claims) {
     // Ragged even N through the cp.async tiles: M, N tails, K below one stage,
@@ -725,7 +740,18 @@ int main(int argc, char** argv) {
         {1000, 138, 8, DType::kBF16, false},   {129, 30522, 768, DType::kF16, false},
         {2056, 2050, 64, DType::kBF16, false}, {520, 1034, 1024, DType::kF16, false}};
     for (const Candidate& c : candidates) {
+      if (!wanted(c)) continue;
       if (c.name == "skinny") failures += SkinnyClaims(c, st, checker);
+      if (c.name == "wgmma_ragged") {
+        // Every row misalignment (odd N), N = 2 and 6 mod 8, N below one tile,
+        // tiles past N, ragged M, K off the 64-deep k-block, a vocabulary N,
+        // more tiles than SMs.
+        failures += RaggedChecks(c, {{300, 1001, 520, DType::kF16, false}, {1, 30, 64, DType::kBF16, false},
+                                     {129, 30522, 768, DType::kF16, false}, {777, 333, 2048, DType::kBF16, false},
+                                     {8, 32001, 1024, DType::kBF16, false}, {2056, 2046, 72, DType::kF16, false},
+                                     {17, 131, 65536, DType::kBF16, false}},
+                                 st, checker);
+      }
       if (c.name == "wgmma_bt") {
         // Every token tile at ragged M, K off the 64-deep k-block, partial strips.
         failures += RaggedChecks(c, {{17, 4104, 1000, DType::kBF16, false}, {33, 200, 4104, DType::kF16, false},
@@ -778,15 +804,7 @@ int main(int argc, char** argv) {
     std::vector<const Candidate*> live;
     std::vector<double> headroom;
     for (const Candidate& c : candidates) {
-      if (!only.empty() && c.name != "cublas") {
-        // --only: comma-separated name fragments (cuBLAS always runs, for the ratio).
-        bool wanted = false;
-        std::stringstream list(only);
-        for (std::string part; std::getline(list, part, ',');) {
-          wanted |= !part.empty() && c.name.find(part) != std::string::npos;
-        }
-        if (!wanted) continue;
-      }
+      if (!wanted(c)) continue;
       if (!c.covers(op)) continue;
       const Verdict v = Check(c, buf, op, checker, st);
       std::printf("%-4s %-26s %-22s headroom %-8.3g %s\n", v.ok ? "ok" : "FAIL", ShapeText(s).c_str(),
