@@ -48,11 +48,13 @@
 #include "bench/kernels/gemm_check.cuh"
 #include "kernels/common/pad.h"
 #include "kernels/gemv/gemv.h"
+#include "kernels/mid_stream/mid_stream.h"
 #include "kernels/skinny/skinny_stream.h"
 #include "kernels/splitk/splitk.h"
 #include "kernels/splitk_tiny/splitk_tiny.h"
 #include "kernels/wgmma/wgmma_gemm.h"
 #include "kernels/wgmma_bt/wgmma_bt.h"
+#include "kernels/wgmma_ragged/wgmma_ragged.h"
 
 namespace {
 
@@ -265,6 +267,15 @@ void Gemv(const Op& op, cudaStream_t s) { RunFamily(k::kGemv, op, s); }
 void SplitK(const Op& op, cudaStream_t s) { RunFamily(k::kSplitK, op, s); }
 void SplitKTiny(const Op& op, cudaStream_t s) { RunFamily(k::kSplitKTiny, op, s); }
 void SkinnyWide(const Op& op, cudaStream_t s) { RunFamily(k::kSkinnyStreamWideLauncher, op, s); }
+void WgmmaRagged(const Op& op, cudaStream_t s) { RunFamily(k::kWgmmaRagged, op, s); }
+
+// mid_stream with one of its configs (kernels/mid_stream/mid_stream.h).
+void MidStream(const Op& op, const k::MidStreamConfig& config, cudaStream_t s) {
+  k::LaunchArgs args = gc::Args(op.dtype, op.a, op.b, op.c, op.m, op.n, op.k, g.sm_count);
+  args.workspace_bytes = k::MidStreamWorkspaceBytes(args, config);
+  args.workspace = Workspace(args.workspace_bytes);
+  CUDA_CHECK(k::LaunchMidStream(args, config, s));
+}
 
 // wgmma_bt with `splits` CTAs per strip (0: its own plan).
 void WgmmaBt(const Op& op, int splits, cudaStream_t s) {
@@ -333,6 +344,10 @@ std::vector<Candidate> Candidates() {
                    Wgmma(op, arbiter::wgmma::WgmmaTile::k128x256CpAsync, s);
                  },
                  false});
+  // The coverage kernels/wgmma_ragged/wgmma_ragged_candidate.cc registers: N
+  // not a multiple of 8 (what cublas_padded copies for), K % 8 == 0.
+  out.push_back({"wgmma_ragged", k::kWgmmaRaggedBudgetAbs, k::kWgmmaRaggedBudgetRel,
+                 [](const Op& op) { return op.n % 8 != 0 && op.k % 8 == 0; }, WgmmaRagged});
   out.push_back({"splitk", k::kSplitKBudgetAbs, k::kSplitKBudgetRel,
                  [](const Op& op) { return op.m * op.n <= 1 << 20; }, SplitK});
   // The coverage kernels/splitk_tiny/splitk_tiny_candidate.cc registers.
@@ -358,6 +373,21 @@ std::vector<Candidate> Candidates() {
                           op.n % k::kSkinnyStreamWideRacedAlignN == 0;
                  },
                  SkinnyWide});
+  // mid_stream at the coverage kernels/mid_stream/mid_stream_candidate.cc
+  // declares (its default config, "mid_stream"), and its other configs. Bench
+  // only: correct on the H200 but slower than cuBLAS at every shape measured
+  // (bench/results/mid-stream-h200.md), so not registered.
+  for (const k::MidStreamConfig& config : k::kMidStreamConfigs) {
+    const bool is_default = config.columns == k::kMidStreamDefault.columns &&
+                            config.token_split == k::kMidStreamDefault.token_split;
+    out.push_back({is_default ? std::string("mid_stream") : std::string("mid_stream_") + config.name,
+                   k::kMidStreamBudgetAbs, k::kMidStreamBudgetRel,
+                   [aligned, config](const Op& op) {
+                     return aligned(op) && op.m >= k::kMidStreamRacedMinM &&
+                            op.m <= (config.columns == 512 ? 64 : k::kMidStreamRacedMaxM);
+                   },
+                   [config](const Op& op, cudaStream_t s) { MidStream(op, config, s); }, false});
+  }
   // wgmma_bt at the coverage kernels/wgmma_bt/wgmma_bt_candidate.cc declares,
   // and the same kernel with 1, 2, 4 and 8 CTAs per strip, to see what the
   // plan's split count buys. Bench only: correct on the H200 but never faster
@@ -691,6 +721,15 @@ int main(int argc, char** argv) {
   }
 
   const std::vector<Candidate> candidates = Candidates();
+  // --only: comma-separated name fragments (cuBLAS always runs, for the ratio).
+  const auto wanted = [&only](const Candidate& c) {
+    if (only.empty() || c.name == "cublas") return true;
+    std::stringstream list(only);
+    for (std::string part; std::getline(list, part, ',');) {
+      if (!part.empty() && c.name.find(part) != std::string::npos) return true;
+    }
+    return false;
+  };
   int failures = 0;
   if (claims) {
     // Ragged even N through the cp.async tiles: M, N tails, K below one stage,
@@ -701,7 +740,18 @@ int main(int argc, char** argv) {
         {1000, 138, 8, DType::kBF16, false},   {129, 30522, 768, DType::kF16, false},
         {2056, 2050, 64, DType::kBF16, false}, {520, 1034, 1024, DType::kF16, false}};
     for (const Candidate& c : candidates) {
+      if (!wanted(c)) continue;
       if (c.name == "skinny") failures += SkinnyClaims(c, st, checker);
+      if (c.name == "wgmma_ragged") {
+        // Every row misalignment (odd N), N = 2 and 6 mod 8, N below one tile,
+        // tiles past N, ragged M, K off the 64-deep k-block, a vocabulary N,
+        // more tiles than SMs.
+        failures += RaggedChecks(c, {{300, 1001, 520, DType::kF16, false}, {1, 30, 64, DType::kBF16, false},
+                                     {129, 30522, 768, DType::kF16, false}, {777, 333, 2048, DType::kBF16, false},
+                                     {8, 32001, 1024, DType::kBF16, false}, {2056, 2046, 72, DType::kF16, false},
+                                     {17, 131, 65536, DType::kBF16, false}},
+                                 st, checker);
+      }
       if (c.name == "wgmma_bt") {
         // Every token tile at ragged M, K off the 64-deep k-block, partial strips.
         failures += RaggedChecks(c, {{17, 4104, 1000, DType::kBF16, false}, {33, 200, 4104, DType::kF16, false},
@@ -710,6 +760,14 @@ int main(int argc, char** argv) {
                                  st, checker);
       }
       if (c.name.find("cpasync") != std::string::npos) failures += RaggedChecks(c, even_n, st, checker);
+      if (c.name == "mid_stream") {
+        // Every token-group member at ragged M, K off the 32-row unit, partial strips
+        // (the default config; RaggedChecks runs shapes a config may not take).
+        failures += RaggedChecks(c, {{17, 4104, 1000, DType::kBF16, false}, {33, 200, 4104, DType::kF16, false},
+                                     {100, 14336, 520, DType::kBF16, false}, {64, 328, 4096, DType::kF16, false},
+                                     {128, 9216, 3072, DType::kBF16, false}, {17, 128, 65536, DType::kBF16, false}},
+                                 st, checker);
+      }
       if (c.name.find("splitk") != std::string::npos && c.name.find("wgmma") == 0) {
         // Clusters of 1 to 8 CTAs per tile (see WgmmaLaunchGeometry), ragged M.
         failures += RaggedChecks(c, {{16, 256, 4096, DType::kBF16, false}, {1, 4096, 4096, DType::kF16, false},
@@ -746,15 +804,7 @@ int main(int argc, char** argv) {
     std::vector<const Candidate*> live;
     std::vector<double> headroom;
     for (const Candidate& c : candidates) {
-      if (!only.empty() && c.name != "cublas") {
-        // --only: comma-separated name fragments (cuBLAS always runs, for the ratio).
-        bool wanted = false;
-        std::stringstream list(only);
-        for (std::string part; std::getline(list, part, ',');) {
-          wanted |= !part.empty() && c.name.find(part) != std::string::npos;
-        }
-        if (!wanted) continue;
-      }
+      if (!wanted(c)) continue;
       if (!c.covers(op)) continue;
       const Verdict v = Check(c, buf, op, checker, st);
       std::printf("%-4s %-26s %-22s headroom %-8.3g %s\n", v.ok ? "ok" : "FAIL", ShapeText(s).c_str(),

@@ -11,6 +11,7 @@
 #include "kernels/splitk/splitk_candidate.h"
 #include "kernels/splitk_tiny/splitk_tiny_candidate.h"
 #include "kernels/wgmma/wgmma_candidate.h"
+#include "kernels/wgmma_ragged/wgmma_ragged_candidate.h"
 
 namespace arbiter::cuda {
 namespace {
@@ -35,6 +36,9 @@ std::vector<CandidateSpec> CudaCandidates(CudaBackend& backend) {
   Add(out, kernels::MakeGemvCandidate());
   Add(out, kernels::MakeSimtCandidate());
   Add(out, MakeWgmmaCandidates());
+  // N not a multiple of 8 with no padded copies (kernels/wgmma_ragged/wgmma_ragged.h);
+  // cublas_padded races it there.
+  Add(out, kernels::MakeWgmmaRaggedCandidate());
   // skinny_stream at M <= 8, and its wide config at 9-16 rows
   // (kernels/skinny/skinny_stream.h says why).
   Add(out, kernels::MakeSkinnyCandidate());

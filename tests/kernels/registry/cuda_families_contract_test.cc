@@ -18,6 +18,7 @@
 #include "kernels/skinny/skinny_candidate.h"
 #include "kernels/splitk/splitk_candidate.h"
 #include "kernels/splitk_tiny/splitk_tiny_candidate.h"
+#include "kernels/wgmma_ragged/wgmma_ragged_candidate.h"
 
 namespace arbiter {
 namespace {
@@ -27,7 +28,8 @@ std::vector<CandidateSpec> All() {
                                       kernels::MakeMmaTiledCandidate(), kernels::MakeGemvCandidate(),
                                       kernels::MakeSimtCandidate(), kernels::MakeSkinnyCandidate(),
                                       kernels::MakeSkinnyWideCandidate(),
-                                      kernels::MakeSplitKTinyCandidate()};
+                                      kernels::MakeSplitKTinyCandidate(),
+                                      kernels::MakeWgmmaRaggedCandidate()};
   for (CandidateSpec& s : kernels::MakeSplitkCandidate()) specs.push_back(std::move(s));
   return specs;
 }
@@ -55,7 +57,7 @@ TEST(CudaFamilyContracts, DeterminismClaimsMatchTheKernels) {
       {"gemv", Determinism::kBatchInvariant},     {"simt", Determinism::kBatchInvariant},
       {"splitk", Determinism::kRunToRun},         {"skinny", Determinism::kBatchInvariant},
       {"skinny_wide", Determinism::kBatchInvariant}, {"splitk_atomic", Determinism::kNondeterministic},
-      {"splitk_tiny", Determinism::kRunToRun}};
+      {"splitk_tiny", Determinism::kRunToRun}, {"wgmma_ragged", Determinism::kBatchInvariant}};
   for (const auto& [name, determinism] : expected) {
     for (const CandidateMember& m : Named(specs, name).members) {
       EXPECT_EQ(m.contract.determinism, determinism) << name << " " << m.contract;
@@ -67,7 +69,7 @@ TEST(CudaFamilyContracts, TensorCoreFamiliesTakeHalfTypesOnly) {
   const std::vector<CandidateSpec> specs = All();
   for (const char* name :
        {"mma_warp", "mma_tiled", "splitk", "splitk_atomic", "splitk_tiny", "gemv", "skinny",
-        "skinny_wide"}) {
+        "skinny_wide", "wgmma_ragged"}) {
     const CandidateSpec& spec = Named(specs, name);
     EXPECT_NE(spec.Member(DType::kF16), nullptr) << name;
     EXPECT_NE(spec.Member(DType::kBF16), nullptr) << name;
@@ -121,6 +123,20 @@ TEST(CudaFamilyContracts, SplitKTinyCoversTinyCAgainstLongAlignedK) {
     EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 17, 65536}).empty());
     EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 16, 65540}).empty());
     EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 16, 16384}).empty());
+  }
+}
+
+// wgmma_ragged covers any M and N against K % 8 == 0 on sm_90a only (wgmma);
+// its launcher declines N % 8 == 0, which no coverage field can say
+// (tests/kernels/wgmma_ragged checks that refusal).
+TEST(CudaFamilyContracts, WgmmaRaggedCoversAlignedKOnSm90a) {
+  const std::vector<CandidateSpec> specs = All();
+  const CandidateSpec& ragged = Named(specs, "wgmma_ragged");
+  for (const CandidateMember& m : ragged.members) {
+    EXPECT_EQ(m.contract.arch, "sm_90a");
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 512, 30522, 768}).empty());
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 1, 32001, 4096}).empty());
+    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 512, 30522, 766}).empty());
   }
 }
 
