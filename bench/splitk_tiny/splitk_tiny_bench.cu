@@ -208,8 +208,6 @@ int main(int argc, char** argv) {
       // splitk_tiny cut short (bf16, M, N <= 16): where its time goes after the loads.
       {"tiny to CTA sum", probe(k::SplitKTinyProbe::kStopAfterCtaSum), true, false, 16},
       {"tiny to cluster sum", probe(k::SplitKTinyProbe::kStopAfterClusterSum), true, false, 16},
-      // A GEMM (checked like the others), without the final sum's warm-up run.
-      {"splitk_tiny no warm-up", probe(k::SplitKTinyProbe::kNoWarmUp), true, true, 16},
   };
   size_t cublas_index = 0;
   while (cands[cublas_index].name != "cublasGemmEx") ++cublas_index;

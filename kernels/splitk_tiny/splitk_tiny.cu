@@ -12,16 +12,18 @@
 // CTA at 16 x 16 x 65536), then the adds happen on chip, in the same launch:
 // a second (reduce) launch costs as much as the whole problem.
 //
-// After the loads the time is a chain of waits (Nsight Compute on the previous
-// version, bench/results/small-gemm-floor-h200.md: SMs active 56% of the
+// After the loads the time is a chain of waits (Nsight Compute on run 1's
+// kernel, bench/results/small-gemm-floor-h200.md: SMs active 56% of the
 // kernel, stalled on barriers, fences and distributed shared memory), so the
 // chain is kept short: one cluster barrier whose second half is waited for only
 // at exit, the slab written straight from the cluster sum, one acquire-release
 // atomic by one thread in place of a __threadfence by every thread on each side
 // of it, and the final sum's loads all in flight at once across the CTA. The
-// code is kept small as well, and the final sum's code (which only the last
-// CTAs run, at the very end) is run once by every CTA while its loads are in
-// flight: after an L2 flush every instruction-cache miss is a DRAM round trip.
+// code is kept small as well (one copy of the stage code): after an L2 flush
+// every instruction-cache miss is a DRAM round trip. What is left after the
+// loads, H200 run 3 (bench/results/splitk-tiny-h200.md, 16 x 16 x 65536): the
+// CTAs' own sums end ~0.9 us after a kernel that only reads A and B, the
+// cluster sum adds ~1.0 us and the cross-cluster sum ~1.8 us.
 //
 // Per CTA: 8 warps; warp w does k16 step w of every stage (mma.sync m16n8k16,
 // f32 accumulators), so each accumulator sees its K steps in a fixed order.
@@ -158,10 +160,9 @@ __device__ __forceinline__ void ComputeStage(const Params& p, const uint16_t* ri
 
 // One loop, one copy of each stage's code: step s issues stage s (while there
 // is one) and computes stage s - (kRing - 1) once its copies have landed.
-// `while_waiting` runs once, when the first kRing stages are in flight.
-template <int kMT, int kNT, bool kBf16, typename F>
+template <int kMT, int kNT, bool kBf16>
 __device__ __forceinline__ void Mainloop(const Params& p, int64_t k_begin, int64_t k_end,
-                                         uint16_t* ring, float (&acc)[kMT][kNT][4], F&& while_waiting) {
+                                         uint16_t* ring, float (&acc)[kMT][kNT][4]) {
   const int stages = static_cast<int>((k_end - k_begin + kStageK - 1) / kStageK);
 #pragma unroll 1
   for (int s = 0; s < stages + kRing - 1; ++s) {
@@ -170,7 +171,6 @@ __device__ __forceinline__ void Mainloop(const Params& p, int64_t k_begin, int64
     if (s < stages) IssueStage<kMT, kNT>(p, k_begin, k_end, s, ring);
     CpAsyncCommit();
     if (s >= kRing - 1) {
-      if (s == kRing - 1) while_waiting();
       CpAsyncWait<kRing - 1>();
       __syncthreads();
       ComputeStage<kMT, kNT, kBf16>(p, ring, (s - (kRing - 1)) % kRing, acc);
@@ -216,13 +216,13 @@ __device__ __forceinline__ unsigned ArriveAcqRel(unsigned* counter) {
 }
 
 // Floats [first, first + part) of the tile over `clusters` slabs, to C
-// (M x N; M = 0 stores nothing). Threads split into `groups` that each add a
+// (M x N). Threads split into `groups` that each add a
 // consecutive run of slabs in order, kSlabBatch loads in flight, and the
 // groups' sums are then added in group order: a fixed order for a given plan
-// and tile. Not inlined: every CTA runs it once with M = 0 while its loads are
-// in flight, so that the code the last CTAs run is already in the caches
-// (after an L2 flush an instruction miss is a DRAM round trip, on the
-// kernel's critical path at the very end).
+// and tile. Only the last cluster's CTAs run it. Out of line as it was timed
+// (run 3's `no warm-up` row); inlining it was not measured. (A warm-up run of
+// it by every CTA while its loads were in flight, to have its code in the
+// caches at the end, cost ~1 us in that run and is gone.)
 template <int kMT, int kNT, bool kBf16>
 __device__ __noinline__ void SumSlabs(const float* partials, uint16_t* c, int m, int n, int clusters,
                                       int first, int part, float* scratch) {
@@ -264,15 +264,13 @@ __device__ __noinline__ void SumSlabs(const float* partials, uint16_t* c, int m,
   }
 }
 
-// kStop and kWarm serve the bench's breakdown of the chain
-// (LaunchSplitKTinyProbe): kStop 1 ends after the CTA's own sum, 2 after the
-// cluster sum and slab store; kWarm false skips the final sum's warm-up run.
-template <int kMT, int kNT, bool kBf16, int kStop = 0, bool kWarm = true>
+// kStop serves the bench's breakdown of the chain (LaunchSplitKTinyProbe):
+// 1 ends after the CTA's own sum, 2 after the cluster sum and slab store.
+template <int kMT, int kNT, bool kBf16, int kStop = 0>
 __global__ void __launch_bounds__(kThreads, 1) SplitKTinyKernel(const Params p) {
   using T = Tile<kMT, kNT>;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ bool last_arrival;
-  __shared__ float warm_scratch[kThreads];  // the warm-up run's group sums
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
   const int ranks = static_cast<int>(cluster.num_blocks());
@@ -281,17 +279,7 @@ __global__ void __launch_bounds__(kThreads, 1) SplitKTinyKernel(const Params p) 
   const int64_t k_begin = blockIdx.x * p.k_slice;
   const int64_t k_end = min(p.k, k_begin + p.k_slice);
   float acc[kMT][kNT][4] = {};
-  if (k_begin < k_end) {
-    Mainloop<kMT, kNT, kBf16>(p, k_begin, k_end, reinterpret_cast<uint16_t*>(smem), acc, [&] {
-      // The final sum's code, run while the loads are in flight on at most
-      // kThreads floats of this rank's part of the slabs (read, never written;
-      // the same 16 KiB for every CTA at 16 x 16 x 65536), storing nothing.
-      if (kWarm && kStop == 0 && p.clusters > 1) {
-        SumSlabs<kMT, kNT, kBf16>(p.partials, p.c, 0, p.n, p.clusters, first, min(part, kThreads),
-                                  warm_scratch);
-      }
-    });
-  }
+  if (k_begin < k_end) Mainloop<kMT, kNT, kBf16>(p, k_begin, k_end, reinterpret_cast<uint16_t*>(smem), acc);
 
   // (1) The warps' accumulators, added in warp order into the CTA's tile (the
   // ring is idle: the main loop ends behind a barrier).
@@ -407,9 +395,9 @@ cudaError_t StreamArrivals(cudaStream_t stream, unsigned** out) {
   return cudaSuccess;
 }
 
-template <int kMT, int kNT, bool kBf16, int kStop = 0, bool kWarm = true>
+template <int kMT, int kNT, bool kBf16, int kStop = 0>
 cudaError_t LaunchTile(const Params& p, const SplitKTinyPlan& plan, cudaStream_t stream) {
-  auto* kernel = &SplitKTinyKernel<kMT, kNT, kBf16, kStop, kWarm>;
+  auto* kernel = &SplitKTinyKernel<kMT, kNT, kBf16, kStop>;
   // The largest ring any N <= 64 needs, set once.
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -551,8 +539,6 @@ cudaError_t LaunchSplitKTinyProbe(const LaunchArgs& args, SplitKTinyProbe probe,
       return LaunchTile<1, 2, true, 1>(p, plan, stream);
     case SplitKTinyProbe::kStopAfterClusterSum:
       return LaunchTile<1, 2, true, 2>(p, plan, stream);
-    case SplitKTinyProbe::kNoWarmUp:
-      return LaunchTile<1, 2, true, 0, false>(p, plan, stream);
   }
   return cudaErrorInvalidValue;
 }

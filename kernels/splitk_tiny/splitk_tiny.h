@@ -27,10 +27,12 @@ inline constexpr int64_t kSplitKTinyMaxN = 64;
 // A row of A is copied 16 bytes at a time from each K slice's start.
 inline constexpr int64_t kSplitKTinyAlignK = 8;
 // What the registry races (kernels/splitk_tiny/splitk_tiny_candidate.cc), from
-// the H200 run in bench/results/splitk-tiny-h200.md: at 16 x 16 x 65536 it was
-// the fastest candidate (1.05x cublasGemmEx, 1.09x splitk), at 16 x 16 x 32776
-// within 3% of cuBLAS; at 16 x 64 x 16384 and 64 x 64 x 8192 it was 0.77-0.81x
-// of cuBLAS's time, so wider C is not raced (the kernel still takes it).
+// the H200 runs in bench/results/splitk-tiny-h200.md: this kernel (run 3's
+// `no warm-up` row, events after a read flush) at 16 x 16 x 65536 took 8.58 us,
+// 1.18x cublasGemmEx (10.11 us) and the fastest candidate; at 16 x 16 x 32776
+// 7.94 us, 1.10x. At 16 x 64 x 16384 and 64 x 64 x 8192 it ran at 0.77-0.87x
+// of cuBLAS's time (runs 1 and 3, the latter with the since-removed warm-up),
+// so wider C is not raced (the kernel still takes it).
 inline constexpr int64_t kSplitKTinyRacedMaxM = 16;
 inline constexpr int64_t kSplitKTinyRacedMaxN = 16;
 inline constexpr int64_t kSplitKTinyRacedMinK = 32768;
@@ -72,12 +74,11 @@ cudaError_t LaunchSplitKTiny(const LaunchArgs& args, const SplitKTinyPlan& plan,
 
 extern const Launcher kSplitKTiny;
 
-// For the bench's breakdown of where the time goes (bf16 with M, N <= 16
-// only, else cudaErrorInvalidValue): the launcher's kernel cut short after the
-// CTA's own sum (loads and mma included; C unwritten) or after the cluster
-// sum (written to the slabs; C unwritten), or whole but without the warm-up
-// run of the final sum's code. Not a GEMM but the last.
-enum class SplitKTinyProbe { kStopAfterCtaSum, kStopAfterClusterSum, kNoWarmUp };
+// Bench only (bench/splitk_tiny's breakdown of where the time goes; bf16 with
+// M, N <= 16, else cudaErrorInvalidValue): the launcher's kernel cut short
+// after the CTA's own sum (loads and mma included) or after the cluster sum
+// (written to the slabs). Neither writes C: not a GEMM, never registered.
+enum class SplitKTinyProbe { kStopAfterCtaSum, kStopAfterClusterSum };
 cudaError_t LaunchSplitKTinyProbe(const LaunchArgs& args, SplitKTinyProbe probe, cudaStream_t stream);
 
 // Accuracy budget (engine/contract.h's formula): f32 accumulation in 16-wide
