@@ -2,7 +2,7 @@
 # One device call for splitk_tiny: the SASS check (HMMA, cp.async, no local
 # memory, instructions per kernel), its gtest suite (label gpu), compute-sanitizer
 # memcheck on the launch-geometry and cluster-cap cases, the timed table
-# (splitk_tiny beside splitk_tiny_prev and cuBLAS), the registry's candidate
+# (splitk_tiny beside splitk, cuBLAS and the read floor), the registry's candidate
 # suite (splitk_tiny raced through CudaCandidates), then, with time left, Nsight
 # Compute on one cold launch of each at 16x16x65536; the table printed last.
 # Builds nothing there; under 4 minutes, each step under its own timeout.
@@ -51,7 +51,8 @@ else
 fi
 
 # Nsight Compute, only with time to spare: SM active cycles against elapsed and
-# the warp stall reasons of splitk_tiny and splitk_tiny_prev at 16x16x65536.
+# the warp stall reasons of splitk_tiny at 16x16x65536 (the kernel's launches
+# 3-6 in the bench: two repeat checks of the default plan, then two of c4).
 left=$(( 215 - SECONDS ))
 if command -v ncu >/dev/null && (( left > 25 )); then
   timeout "$left" ncu --clock-control none -k regex:SplitKTinyKernel --launch-skip 2 --launch-count 4 \

@@ -1,10 +1,11 @@
 // splitk_tiny_bench: correctness, then device time, of splitk_tiny
-// (kernels/splitk_tiny/splitk_tiny.h) next to its previous version
-// (splitk_tiny_prev), splitk, cublasGemmEx and cuBLASLt's first heuristic
-// answer, for a tiny C against a long K, in one process on one device;
-// "splitk_tiny cN" are its plans with clusters of at most N CTAs, "@64" its
-// plans for 64 SMs (fewer, longer K slices), timed for comparison, and
-// "read A+B (floor)" a kernel that only reads the operands once.
+// (kernels/splitk_tiny/splitk_tiny.h) next to splitk, cublasGemmEx and
+// cuBLASLt's first heuristic answer, for a tiny C against a long K, in one
+// process on one device; "splitk_tiny cN" are its plans with clusters of at
+// most N CTAs, "@64" its plans for 64 SMs (fewer, longer K slices), timed for
+// comparison, "read A+B (floor)" a kernel that only reads the operands once,
+// and "tiny to CTA sum" / "tiny to cluster sum" splitk_tiny's kernel cut short
+// (LaunchSplitKTinyProbe), which split its time after the loads.
 //
 // Correctness first, at every shape: random operands in [-1, 1) (never
 // zeros), an f64 device reference over the operands as stored, C and a guard
@@ -42,7 +43,6 @@
 #include "engine/dtype.h"
 #include "kernels/splitk/splitk.h"
 #include "kernels/splitk_tiny/splitk_tiny.h"
-#include "kernels/splitk_tiny/splitk_tiny_prev.h"
 
 #ifndef ARBITER_BENCH_COMMIT
 #define ARBITER_BENCH_COMMIT "unknown"
@@ -186,8 +186,6 @@ int main(int argc, char** argv) {
   };
   std::vector<Candidate> cands = {
       {"splitk_tiny", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitKTiny, op, sm_count, scratch, s); }},
-      // The kernel as it was at 6d90a6a (kernels/splitk_tiny/splitk_tiny_prev.cu).
-      {"splitk_tiny_prev", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitKTinyPrev, op, sm_count, scratch, s); }},
       {"splitk", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitK, op, sm_count, scratch, s); }},
       {"cublasGemmEx", [&](const gc::Op& op, cudaStream_t s) { gc::RowMajorGemmEx(cublas, op, s); }},
       {"cublasLt_h0", [&](const gc::Op& op, cudaStream_t s) { lt.Run(op, s); }},
@@ -197,7 +195,6 @@ int main(int argc, char** argv) {
       {"splitk_tiny c1", tiny_plan(1, sm_count)},
       // The plan for fewer SMs: fewer, longer K slices (fewer clusters to add).
       {"splitk_tiny@64", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitKTiny, op, 64, scratch, s); }},
-      {"splitk_tiny_prev@64", [&](const gc::Op& op, cudaStream_t s) { gc::RunFamily(k::kSplitKTinyPrev, op, 64, scratch, s); }},
       {"read A+B (floor)",
        [&](const gc::Op& op, cudaStream_t s) {
          ReadOperandsKernel<<<4 * sm_count, 256, 0, s>>>(
