@@ -223,22 +223,33 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll 1
         for (int r0 = warp * kRowsPerWarp; r0 < (warp + 1) * kRowsPerWarp; r0 += kBatch) {
           // Loads of kBatch rows first, all in flight together: lane i reads
-          // chunk i of each row's aligned-down span, lane j the span's 33rd
-          // chunk of row j (needed only where the row is misaligned).
+          // chunk i of each row's aligned-down span into its own registers.
           uint4 v[kBatch];
-          uint4 extra = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
           for (int j = 0; j < kBatch; ++j) {
             const int row = kb * kBlockK + r0 + j;
             v[j] = make_uint4(0u, 0u, 0u, 0u);
             if (row < k) {  // uniform over the warp
               const int64_t first = static_cast<int64_t>(row) * n;  // element (row, 0)
+              const uint8_t* span = reinterpret_cast<const uint8_t*>(
+                  reinterpret_cast<uintptr_t>(b_bytes + 2 * (first + n0)) & ~uintptr_t{15});
+              v[j] = LoadChunk(span + 16 * lane, b_bytes + 2 * (first + n));
+            }
+          }
+          // The span's 33rd chunk of row r0 + j, needed only where the row is
+          // misaligned, by lane j: one load for the batch. (Loading it in the
+          // loop above, `if (lane == j)`, made 8 predicated loads write the
+          // same registers, each waiting for the last to land: run 2 of
+          // bench/results/wgmma-ragged-h200.md.)
+          uint4 extra = make_uint4(0u, 0u, 0u, 0u);
+          {
+            const int row = kb * kBlockK + r0 + lane;
+            if (lane < kBatch && row < k) {
+              const int64_t first = static_cast<int64_t>(row) * n;
               const uint8_t* start = b_bytes + 2 * (first + n0);
               const uint8_t* span = reinterpret_cast<const uint8_t*>(
                   reinterpret_cast<uintptr_t>(start) & ~uintptr_t{15});
-              const uint8_t* row_end = b_bytes + 2 * (first + n);
-              v[j] = LoadChunk(span + 16 * lane, row_end);
-              if (lane == j && span != start) extra = LoadChunk(span + 16 * 32, row_end);
+              if (span != start) extra = LoadChunk(span + 16 * 32, b_bytes + 2 * (first + n));
             }
           }
 #pragma unroll
