@@ -38,10 +38,12 @@
 //
 // Loads in flight: each producer thread keeps one chunk of each of its warp's
 // 16 rows of the next k-block in flight (64 registers; setmaxnreg 120 / 192),
-// issuing row j's next load as soon as row j is realigned. Run 2
-// (bench/results/wgmma-ragged-h200.md) issued 8 rows at a time with the 33rd
-// chunks loaded into one register set by 8 predicated loads: a chain of L2
-// round trips, 410 us at 512x30522x768 f16 against cublas_padded's 89 us.
+// issuing row j's next load in the source as soon as row j is realigned.
+// Measured on the H200 (bench/results/wgmma-ragged-h200.md, run 3): 127 us at
+// 512x30522x768 f16 (cublas_padded 88 us), 30.4 us at 8x30522x768 (cuBLASLt
+// 28.3), 123 us at 8x32001x4096 bf16 (cuBLAS 208 us: 1.69x). ptxas issues the
+// next stage's loads after the realign, not between its rows, so one round
+// trip per stage is still exposed; the results page says what to try next.
 //
 // Needs: sm_90a; N % 8 != 0 (N % 8 == 0 goes to the TMA families); K % 8 == 0;
 // A and B 16-byte aligned, C 4-byte aligned (2-byte when N is odd).
