@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -18,6 +19,7 @@
 
 #include "arbiter/wire/split_fields.h"
 #include "arbiter/wire/unix_socket_buffers.h"
+#include "client/dtype_codec.h"
 
 namespace arbiter::client {
 namespace {
@@ -133,21 +135,63 @@ void LentBytes::Release(void* self) {
   if (--lent->out_ == 0) lent->released_.notify_all();
 }
 
-grpc::Status ParseMatmulReply(const grpc::ByteBuffer& reply, v1::MatmulResponse* response) {
+namespace {
+
+// `reply` split into C's pieces and the response's other fields, parsed.
+grpc::Status SplitMatmulReply(const grpc::ByteBuffer& reply, wire::SplitMessage* split,
+                              v1::MatmulResponse* response) {
   std::vector<grpc::Slice> slices;
-  wire::SplitMessage split;
   std::string error;
   if (!reply.Dump(&slices).ok() ||
-      !wire::SplitFields(slices, {v1::MatmulResponse::kCFieldNumber}, &split, &error) ||
-      !response->ParseFromString(split.rest)) {
+      !wire::SplitFields(slices, {v1::MatmulResponse::kCFieldNumber}, split, &error) ||
+      !response->ParseFromString(split->rest)) {
     return grpc::Status(grpc::StatusCode::INTERNAL,
                         "the daemon's reply is not a MatmulResponse" + (error.empty() ? "" : ": " + error));
   }
+  return grpc::Status::OK;
+}
+
+// C's bytes for `request`'s problem; 0 when its fields cannot say (the daemon refuses those).
+size_t CBytesOf(const v1::MatmulRequest& request) {
+  const v1::Problem& p = request.problem();
+  const size_t element = ElementBytes(p.dtype());
+  size_t bytes = 0;
+  if (p.m() <= 0 || p.n() <= 0 || element == 0 ||
+      __builtin_mul_overflow(static_cast<size_t>(p.m()), static_cast<size_t>(p.n()), &bytes) ||
+      __builtin_mul_overflow(bytes, element, &bytes)) {
+    return 0;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+grpc::Status ParseMatmulReply(const grpc::ByteBuffer& reply, v1::MatmulResponse* response) {
+  wire::SplitMessage split;
+  if (grpc::Status s = SplitMatmulReply(reply, &split, response); !s.ok()) return s;
   // C from the slices it arrived in: one allocation, one copy.
   std::string* c = response->mutable_c();
   c->reserve(wire::TotalBytes(split.fields[0]));
   for (const wire::Piece& piece : split.fields[0]) {
     c->append(reinterpret_cast<const char*>(piece.data), piece.bytes);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ParseMatmulReplyInto(const grpc::ByteBuffer& reply, void* c, size_t c_bytes,
+                                  v1::MatmulResponse* response) {
+  wire::SplitMessage split;
+  if (grpc::Status s = SplitMatmulReply(reply, &split, response); !s.ok()) return s;
+  const size_t got = wire::TotalBytes(split.fields[0]);
+  if (got != c_bytes) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        "the daemon's C is " + std::to_string(got) + " bytes; the caller's buffer " +
+                            std::to_string(c_bytes));
+  }
+  char* at = static_cast<char*>(c);
+  for (const wire::Piece& piece : split.fields[0]) {
+    std::memcpy(at, piece.data, piece.bytes);
+    at += piece.bytes;
   }
   return grpc::Status::OK;
 }
@@ -183,18 +227,42 @@ void ArbiterClient::Prepare(grpc::ClientContext* context) const {
   }
 }
 
-grpc::Status ArbiterClient::Matmul(const v1::MatmulRequest& request, v1::MatmulResponse* response) {
+grpc::Status ArbiterClient::MatmulCall(const v1::MatmulRequest& request, grpc::ByteBuffer* reply) {
   grpc::ClientContext context;
   Prepare(&context);
+  LentBytes lent;  // its destructor returns once gRPC holds none of A's and B's bytes
+  return grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+      channel_.get(), matmul_, &context, MatmulRequestBytes(request, &lent), reply);
+}
+
+grpc::Status ArbiterClient::Matmul(const v1::MatmulRequest& request, v1::MatmulResponse* response) {
   grpc::ByteBuffer reply;
-  grpc::Status status;
-  {
-    LentBytes lent;  // returns once gRPC holds none of A's and B's bytes
-    status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
-        channel_.get(), matmul_, &context, MatmulRequestBytes(request, &lent), &reply);
-  }
-  if (!status.ok()) return status;
+  if (grpc::Status s = MatmulCall(request, &reply); !s.ok()) return s;
   return ParseMatmulReply(reply, response);
+}
+
+grpc::Status ArbiterClient::MatmulInto(const v1::MatmulRequest& request, void* c, size_t c_bytes,
+                                       v1::MatmulResponse* response) {
+  if (request.has_c_ref()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "MatmulInto: the request names a region for C (c_ref), where the daemon "
+                        "writes it; use Matmul");
+  }
+  if (c == nullptr) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "MatmulInto: c is null");
+  }
+  const size_t expected = CBytesOf(request);
+  if (expected != 0 && expected != c_bytes) {
+    const v1::Problem& p = request.problem();
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "MatmulInto: c is " + std::to_string(c_bytes) + " bytes; expected " +
+                            std::to_string(expected) + " (m*n*size = " + std::to_string(p.m()) +
+                            "*" + std::to_string(p.n()) + "*" +
+                            std::to_string(ElementBytes(p.dtype())) + ")");
+  }
+  grpc::ByteBuffer reply;
+  if (grpc::Status s = MatmulCall(request, &reply); !s.ok()) return s;
+  return ParseMatmulReplyInto(reply, c, c_bytes, response);
 }
 
 grpc::Status ArbiterClient::GetCompletionEvents(std::vector<std::string>* handles) {

@@ -11,7 +11,8 @@
 // A Matmul goes raw: the request's small fields serialized, then A and B sent
 // from the request's own strings, not copied into a serialized message; the
 // reply's C gathered from the slices it arrived in into response->c(), sized
-// once (arbiter/wire/split_fields.h). The bytes on the wire are a
+// once (arbiter/wire/split_fields.h), or with MatmulInto straight into the
+// caller's memory. The bytes on the wire are a
 // MatmulRequest's and a MatmulResponse's, as protobuf would write them.
 //
 // Depends only on the wire contract (arbiter_proto), never on the engine.
@@ -58,6 +59,15 @@ class ArbiterClient {
 
   // Dispatch. `request` must not change until Matmul returns (A and B are sent from it).
   grpc::Status Matmul(const v1::MatmulRequest& request, v1::MatmulResponse* response);
+  // Matmul with C written straight into caller memory: `c_bytes` at `c`, exactly
+  // the problem's C (m*n*element size). C is copied once, from the slices it
+  // arrived in, into `c`; `response` gets every other field (its c stays
+  // empty). Saves the caller's copy out of response->c() and the string's
+  // pages. INVALID_ARGUMENT before anything is sent when `c_bytes` is not C's
+  // size, `c` is null, or the request names a region for C (c_ref); INTERNAL,
+  // `c` untouched, when the daemon's C has another size.
+  grpc::Status MatmulInto(const v1::MatmulRequest& request, void* c, size_t c_bytes,
+                          v1::MatmulResponse* response);
   grpc::Status Select(const v1::SelectRequest& request, v1::SelectResponse* response);
 
   // Opens a session on the fd socket beside options().server (a unix: address;
@@ -112,6 +122,8 @@ class ArbiterClient {
  private:
   // Token metadata and deadline.
   void Prepare(grpc::ClientContext* context) const;
+  // Sends `request` raw; the reply's bytes in `reply`.
+  grpc::Status MatmulCall(const v1::MatmulRequest& request, grpc::ByteBuffer* reply);
 
   const ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -147,6 +159,10 @@ grpc::ByteBuffer MatmulRequestBytes(const v1::MatmulRequest& request, LentBytes*
 // Reads a MatmulResponse's wire bytes, C gathered from the slices once.
 // INTERNAL for bytes that are none.
 grpc::Status ParseMatmulReply(const grpc::ByteBuffer& reply, v1::MatmulResponse* response);
+// The same with C gathered into `c` instead of response->c(): INTERNAL, `c`
+// untouched, unless C is exactly `c_bytes`.
+grpc::Status ParseMatmulReplyInto(const grpc::ByteBuffer& reply, void* c, size_t c_bytes,
+                                  v1::MatmulResponse* response);
 
 // The size of each UploadTensor data message the client sends.
 inline constexpr int64_t kUploadChunkBytes = 4 << 20;

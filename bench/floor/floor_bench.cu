@@ -24,7 +24,7 @@
 // empty kernel of splitk_tiny's geometry (128 CTAs of 256 threads, clusters of
 // 8, 34 KiB of shared memory), reads of A and B (4 CTAs an SM with one 16-byte
 // load in flight a thread; 1 CTA of 1024 threads an SM with 4), splitk_tiny,
-// cublasGemmEx, skinny and skinny_wide (where they take the shape).
+// cublasGemmEx, skinny and skinny_wide, mid_stream's configs (where they take the shape).
 //
 // Correctness first (--check 1): the GEMM candidates against an f64 device
 // reference on NaN-poisoned C plus guard (cuBLAS over budget is a WARN).
@@ -52,6 +52,7 @@
 
 #include "bench/kernels/gemm_check.cuh"
 #include "engine/dtype.h"
+#include "kernels/mid_stream/mid_stream.h"
 #include "kernels/skinny/skinny_stream.h"
 #include "kernels/splitk/splitk.h"
 #include "kernels/splitk_tiny/splitk_tiny.h"
@@ -248,6 +249,18 @@ int main(int argc, char** argv) {
        [&](const gc::Op& op, cudaStream_t s) { return Family(k::kSkinnyStreamWideLauncher, op, sms, scratch, s); },
        true},
   };
+  // mid_stream's configs (17-128 rows; 512-column strips to 64).
+  for (const k::MidStreamConfig& config : k::kMidStreamConfigs) {
+    cands.push_back({std::string("mid_stream_") + config.name,
+                     [config](const gc::Shape& s) { return s.m <= (config.columns == 512 ? 64 : 128); },
+                     [&, config](const gc::Op& op, cudaStream_t s) {
+                       k::LaunchArgs args = gc::Args(op.dtype, op.a, op.b, op.c, op.m, op.n, op.k, sms);
+                       args.workspace_bytes = k::MidStreamWorkspaceBytes(args, config);
+                       args.workspace = scratch.Get(args.workspace_bytes);
+                       return k::LaunchMidStream(args, config, s);
+                     },
+                     true});
+  }
   cands.erase(std::remove_if(cands.begin(), cands.end(), [&](const Candidate& c) { return !Listed(cand_list, c.name); }),
               cands.end());
   std::vector<int> variants;

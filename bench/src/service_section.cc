@@ -130,6 +130,8 @@ absl::Status MatmulRow(BenchDevice& dev, client::ArbiterClient& ctl, int metrics
                        Table* table) {
   const v1::MatmulRequest req = BytesRequest(p, a, b);
   v1::MatmulResponse resp;
+  // C into the caller's memory, as the in-process comparison has it (MatmulInto).
+  std::string c(p.c_bytes(), '\0');
   std::vector<double> e2e, device;
   StageTotals before;
   for (int i = 0; i <= o.matmul_repeats; ++i) {  // the first measures the bucket
@@ -137,7 +139,7 @@ absl::Status MatmulRow(BenchDevice& dev, client::ArbiterClient& ctl, int metrics
       ASSIGN_OR_RETURN(before, ScrapeStages(metrics_port));
     }
     const Clock::time_point t0 = Clock::now();
-    if (grpc::Status s = ctl.Matmul(req, &resp); !s.ok()) {
+    if (grpc::Status s = ctl.MatmulInto(req, c.data(), c.size(), &resp); !s.ok()) {
       return absl::UnavailableError(absl::StrCat("Matmul ", p.ToString(), ": ", s.error_message()));
     }
     if (i > 0) {
@@ -146,7 +148,7 @@ absl::Status MatmulRow(BenchDevice& dev, client::ArbiterClient& ctl, int metrics
     }
   }
   ASSIGN_OR_RETURN(const StageTotals after, ScrapeStages(metrics_port));
-  RETURN_IF_ERROR(CheckReply(ctl, req.problem(), {req.a(), req.b()}, resp.c(), resp.candidate(),
+  RETURN_IF_ERROR(CheckReply(ctl, req.problem(), {req.a(), req.b()}, c, resp.candidate(),
                              absl::StrCat("Matmul ", p.ToString(), " on ", transport)));
   ASSIGN_OR_RETURN(double local, InProcess(dev, p, resp.candidate(), a, b, o.matmul_repeats));
   const double e = Summarize(e2e).median;

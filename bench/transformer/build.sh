@@ -20,6 +20,7 @@ wait
 nvcc "${flags[@]}" -gencode=arch=compute_90a,code=sm_90a -c "$root/kernels/wgmma_bt/wgmma_bt.cu" -o "$out/obj/wgmma_bt.o" &
 nvcc "${flags[@]}" -gencode=arch=compute_90a,code=sm_90a -c "$root/kernels/wgmma_ragged/wgmma_ragged.cu" -o "$out/obj/wgmma_ragged.o"
 wait
+nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/kernels/mid_stream/mid_stream.cu" -o "$out/obj/mid_stream.o" &
 nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/common/pad.cu" -o "$out/obj/pad.o" &
 nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/bench/transformer/transformer_bench.cu" -o "$out/obj/bench.o"
 wait

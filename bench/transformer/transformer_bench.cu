@@ -48,6 +48,7 @@
 #include "bench/kernels/gemm_check.cuh"
 #include "kernels/common/pad.h"
 #include "kernels/gemv/gemv.h"
+#include "kernels/mid_stream/mid_stream.h"
 #include "kernels/skinny/skinny_stream.h"
 #include "kernels/splitk/splitk.h"
 #include "kernels/splitk_tiny/splitk_tiny.h"
@@ -268,6 +269,14 @@ void SplitKTiny(const Op& op, cudaStream_t s) { RunFamily(k::kSplitKTiny, op, s)
 void SkinnyWide(const Op& op, cudaStream_t s) { RunFamily(k::kSkinnyStreamWideLauncher, op, s); }
 void WgmmaRagged(const Op& op, cudaStream_t s) { RunFamily(k::kWgmmaRagged, op, s); }
 
+// mid_stream with one of its configs (kernels/mid_stream/mid_stream.h).
+void MidStream(const Op& op, const k::MidStreamConfig& config, cudaStream_t s) {
+  k::LaunchArgs args = gc::Args(op.dtype, op.a, op.b, op.c, op.m, op.n, op.k, g.sm_count);
+  args.workspace_bytes = k::MidStreamWorkspaceBytes(args, config);
+  args.workspace = Workspace(args.workspace_bytes);
+  CUDA_CHECK(k::LaunchMidStream(args, config, s));
+}
+
 // wgmma_bt with `splits` CTAs per strip (0: its own plan).
 void WgmmaBt(const Op& op, int splits, cudaStream_t s) {
   const k::LaunchArgs args = gc::Args(op.dtype, op.a, op.b, op.c, op.m, op.n, op.k, g.sm_count);
@@ -364,6 +373,21 @@ std::vector<Candidate> Candidates() {
                           op.n % k::kSkinnyStreamWideRacedAlignN == 0;
                  },
                  SkinnyWide});
+  // mid_stream at the coverage kernels/mid_stream/mid_stream_candidate.cc
+  // declares (its default config, "mid_stream"), and its other configs. Bench
+  // only: correct on the H200 but slower than cuBLAS at every shape measured
+  // (bench/results/mid-stream-h200.md), so not registered.
+  for (const k::MidStreamConfig& config : k::kMidStreamConfigs) {
+    const bool is_default = config.columns == k::kMidStreamDefault.columns &&
+                            config.token_split == k::kMidStreamDefault.token_split;
+    out.push_back({is_default ? std::string("mid_stream") : std::string("mid_stream_") + config.name,
+                   k::kMidStreamBudgetAbs, k::kMidStreamBudgetRel,
+                   [aligned, config](const Op& op) {
+                     return aligned(op) && op.m >= k::kMidStreamRacedMinM &&
+                            op.m <= (config.columns == 512 ? 64 : k::kMidStreamRacedMaxM);
+                   },
+                   [config](const Op& op, cudaStream_t s) { MidStream(op, config, s); }, false});
+  }
   // wgmma_bt at the coverage kernels/wgmma_bt/wgmma_bt_candidate.cc declares,
   // and the same kernel with 1, 2, 4 and 8 CTAs per strip, to see what the
   // plan's split count buys. Bench only: correct on the H200 but never faster
@@ -736,6 +760,14 @@ int main(int argc, char** argv) {
                                  st, checker);
       }
       if (c.name.find("cpasync") != std::string::npos) failures += RaggedChecks(c, even_n, st, checker);
+      if (c.name == "mid_stream") {
+        // Every token-group member at ragged M, K off the 32-row unit, partial strips
+        // (the default config; RaggedChecks runs shapes a config may not take).
+        failures += RaggedChecks(c, {{17, 4104, 1000, DType::kBF16, false}, {33, 200, 4104, DType::kF16, false},
+                                     {100, 14336, 520, DType::kBF16, false}, {64, 328, 4096, DType::kF16, false},
+                                     {128, 9216, 3072, DType::kBF16, false}, {17, 128, 65536, DType::kBF16, false}},
+                                 st, checker);
+      }
       if (c.name.find("splitk") != std::string::npos && c.name.find("wgmma") == 0) {
         // Clusters of 1 to 8 CTAs per tile (see WgmmaLaunchGeometry), ragged M.
         failures += RaggedChecks(c, {{16, 256, 4096, DType::kBF16, false}, {1, 4096, 4096, DType::kF16, false},

@@ -7,7 +7,7 @@
 # its SASS counts, and Nsight Compute on one launch. Logs under $OUT; the
 # summaries are printed last.
 #   usage: [DIR=.device-ragged] [DEADLINE=140] bench/wgmma_ragged/device_run.sh
-# DIR holds a bundle (/work/shared/device/bundle) of wgmma_ragged_tests and
+# DIR holds a bundle (../shared/device/bundle) of wgmma_ragged_tests and
 # transformer_bench.
 set -uo pipefail
 dir=${DIR:-.device-ragged}

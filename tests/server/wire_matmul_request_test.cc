@@ -6,6 +6,9 @@
 #include "server/wire_matmul_request.h"
 
 #include <climits>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -240,6 +243,58 @@ TEST(ClientWireTest, AReplyInManySlicesParsesWithCGathered) {
   EXPECT_NE(bad.error_message().find("not a MatmulResponse"), std::string::npos) << bad.error_message();
 }
 
+// Caller memory with `guard` bytes of 0x5a on each side of `bytes`.
+struct Guarded {
+  explicit Guarded(size_t bytes, size_t guard = 64) : guard(guard), memory(bytes + 2 * guard, '\x5a') {}
+  char* data() { return memory.data() + guard; }
+  size_t bytes() const { return memory.size() - 2 * guard; }
+  std::string inside() const { return memory.substr(guard, bytes()); }
+  bool guards_intact() const {
+    const std::string pad(guard, '\x5a');
+    return memory.substr(0, guard) == pad && memory.substr(memory.size() - guard) == pad;
+  }
+  size_t guard;
+  std::string memory;
+};
+
+TEST(ClientWireTest, AReplyParsedIntoCallerMemoryWritesExactlyCThereAndTheOtherFieldsToTheResponse) {
+  v1::MatmulResponse reply;
+  reply.set_c(Pattern(100000, 5));
+  reply.set_candidate("cpu_blocked");
+  reply.set_device_seconds(0.25);
+  reply.set_bucket("f32 m:1 n:64-127 k:8");
+  const std::vector<grpc::Slice> slices = Cut(reply.SerializeAsString(), 777);
+  Guarded c(reply.c().size());
+  v1::MatmulResponse parsed;
+  parsed.set_c("left over from an earlier call");
+  const grpc::Status s = client::ParseMatmulReplyInto(
+      grpc::ByteBuffer(slices.data(), slices.size()), c.data(), c.bytes(), &parsed);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(c.inside(), reply.c());
+  EXPECT_TRUE(c.guards_intact());
+  EXPECT_EQ(parsed.c(), "");
+  v1::MatmulResponse others = reply;
+  others.clear_c();
+  EXPECT_EQ(parsed.SerializeAsString(), others.SerializeAsString());
+}
+
+TEST(ClientWireTest, AReplyWhoseCIsNotTheCallersSizeIsRefusedWithTheBufferUntouched) {
+  v1::MatmulResponse reply;
+  reply.set_c(Pattern(4096, 9));
+  const std::vector<grpc::Slice> slices = Cut(reply.SerializeAsString(), 1000);
+  for (const size_t bytes : {size_t{4095}, size_t{4097}, size_t{0}}) {
+    Guarded c(bytes);
+    v1::MatmulResponse parsed;
+    const grpc::Status s = client::ParseMatmulReplyInto(
+        grpc::ByteBuffer(slices.data(), slices.size()), c.data(), c.bytes(), &parsed);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL) << bytes;
+    EXPECT_NE(s.error_message().find("C is 4096 bytes; the caller's buffer " + std::to_string(bytes)),
+              std::string::npos)
+        << s.error_message();
+    EXPECT_EQ(c.memory, std::string(bytes + 2 * c.guard, '\x5a')) << "written although refused";
+  }
+}
+
 // --- through a daemon on the CPU backend ---
 
 DaemonOptions CpuDaemon() {
@@ -279,6 +334,135 @@ TEST(WireMatmulTest, OperandsThatArriveInManySlicesGiveTheReferencesC) {
       client::CheckMatmul(request.problem(), client::Operands{a, b}, response.c(),
                           client::DefaultBudget(v1::DTYPE_F32), client::CheckOptions{});
   EXPECT_TRUE(check.passed()) << check.first_failure;
+}
+
+v1::MatmulRequest F32Request(const Problem& p, const std::string& a, const std::string& b) {
+  v1::MatmulRequest request;
+  request.mutable_problem()->set_dtype(v1::DTYPE_F32);
+  request.mutable_problem()->set_m(p.m);
+  request.mutable_problem()->set_n(p.n);
+  request.mutable_problem()->set_k(p.k);
+  request.set_a(a);
+  request.set_b(b);
+  return request;
+}
+
+TEST(WireMatmulTest, MatmulIntoWritesTheReferencesCIntoCallerMemoryAtARaggedShape) {
+  auto daemon = Daemon::Create(CpuDaemon());
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  client::ClientOptions client_options;
+  client_options.server = "127.0.0.1:" + std::to_string((*daemon)->port());
+  client::ArbiterClient client(client_options);
+  const Problem p{DType::kF32, 37, 129, 65};  // ragged, M != N
+  std::string a(p.a_bytes(), '\0'), b(p.b_bytes(), '\0');
+  FillRandom(p.dtype, a.data(), p.m * p.k, 21);
+  FillRandom(p.dtype, b.data(), p.k * p.n, 22);
+  const v1::MatmulRequest request = F32Request(p, a, b);
+  // Poisoned: an element the call does not write stays NaN and fails the check.
+  Guarded c(p.c_bytes());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t i = 0; i < p.c_bytes() / sizeof(float); ++i) std::memcpy(c.data() + i * sizeof(float), &nan, sizeof(float));
+  v1::MatmulResponse response;
+  const grpc::Status status = client.MatmulInto(request, c.data(), c.bytes(), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(c.guards_intact());
+  EXPECT_EQ(response.c(), "");
+  EXPECT_FALSE(response.candidate().empty());
+  const client::CheckResult check =
+      client::CheckMatmul(request.problem(), client::Operands{a, b}, c.inside(),
+                          client::DefaultBudget(v1::DTYPE_F32), client::CheckOptions{});
+  EXPECT_TRUE(check.passed()) << check.first_failure;
+  // The same bytes as the C Matmul returns in the response.
+  v1::MatmulResponse with_c;
+  ASSERT_TRUE(client.Matmul(request, &with_c).ok());
+  EXPECT_EQ(with_c.c(), c.inside());
+}
+
+TEST(WireMatmulTest, MatmulIntoAWrongSizeNoBufferOrACRegionIsRefusedBeforeAnythingIsSent) {
+  // No daemon at this address: a call that sent anything would be UNAVAILABLE.
+  client::ClientOptions client_options;
+  client_options.server = "unix:/nonexistent/arbiter-wire-test.sock";
+  client_options.deadline_seconds = 5;
+  client::ArbiterClient client(client_options);
+  const Problem p{DType::kF32, 3, 5, 7};
+  v1::MatmulRequest request = F32Request(p, std::string(p.a_bytes(), '\0'), std::string(p.b_bytes(), '\0'));
+  std::vector<char> c(p.c_bytes() + 4, 'x');
+  v1::MatmulResponse response;
+
+  grpc::Status s = client.MatmulInto(request, c.data(), p.c_bytes() + 4, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("c is 64 bytes; expected 60 (m*n*size = 3*5*4)"), std::string::npos)
+      << s.error_message();
+  s = client.MatmulInto(request, c.data(), p.c_bytes() - 4, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(c, std::vector<char>(p.c_bytes() + 4, 'x'));
+
+  s = client.MatmulInto(request, nullptr, p.c_bytes(), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("c is null"), std::string::npos) << s.error_message();
+
+  request.mutable_c_ref()->set_region("r-1");
+  s = client.MatmulInto(request, c.data(), p.c_bytes(), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("c_ref"), std::string::npos) << s.error_message();
+
+  // Right-sized: it is sent, and there is no daemon to answer.
+  request.clear_c_ref();
+  s = client.MatmulInto(request, c.data(), p.c_bytes(), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+}
+
+TEST(WireMatmulTest, MatmulIntoTakesARequestAndAReplyNearTheMessageLimit) {
+  // Both near a 9 MiB limit: a request of A and B 4.5 MB each (M = N = 1,
+  // K = 1179000), then C of 1500 x 1500 f32 (9,000,000 bytes).
+  DaemonOptions options = CpuDaemon();
+  options.max_message_bytes = 9 << 20;
+  auto daemon = Daemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  client::ClientOptions client_options;
+  client_options.server = "127.0.0.1:" + std::to_string((*daemon)->port());
+  client_options.max_message_bytes = 9 << 20;
+  client::ArbiterClient client(client_options);
+
+  const Problem wide{DType::kF32, 1, 1, 1179000};
+  std::string a(wide.a_bytes(), '\0'), b(wide.b_bytes(), '\0');
+  FillRandom(wide.dtype, a.data(), wide.m * wide.k, 31);
+  FillRandom(wide.dtype, b.data(), wide.k * wide.n, 32);
+  float dot = std::numeric_limits<float>::quiet_NaN();
+  v1::MatmulResponse response;
+  grpc::Status s = client.MatmulInto(F32Request(wide, a, b), &dot, sizeof(dot), &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(std::isfinite(dot));
+
+  // K = 1: C[i][j] = A[i] * B[j], exactly.
+  const Problem outer{DType::kF32, 1500, 1500, 1};
+  std::vector<float> av(1500), bv(1500);
+  for (int i = 0; i < 1500; ++i) {
+    av[i] = static_cast<float>(i % 17) - 8.0f;
+    bv[i] = static_cast<float>(i % 13) * 0.5f - 3.0f;
+  }
+  const v1::MatmulRequest request =
+      F32Request(outer, std::string(reinterpret_cast<const char*>(av.data()), outer.a_bytes()),
+                 std::string(reinterpret_cast<const char*>(bv.data()), outer.b_bytes()));
+  std::vector<float> c(1500 * 1500, std::numeric_limits<float>::quiet_NaN());
+  s = client.MatmulInto(request, c.data(), c.size() * sizeof(float), &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  int64_t wrong = 0;
+  for (int i = 0; i < 1500; ++i) {
+    for (int j = 0; j < 1500; ++j) wrong += c[i * 1500 + j] != av[i] * bv[j];
+  }
+  EXPECT_EQ(wrong, 0);
+
+  // One row more and the reply would pass the limit: refused, C untouched.
+  const Problem over{DType::kF32, 1573, 1500, 1};
+  std::vector<float> ao(1573, 1.0f);
+  std::vector<float> co(1573 * 1500, -1.0f);
+  s = client.MatmulInto(
+      F32Request(over, std::string(reinterpret_cast<const char*>(ao.data()), over.a_bytes()),
+                 std::string(reinterpret_cast<const char*>(bv.data()), over.b_bytes())),
+      co.data(), co.size() * sizeof(float), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_EQ(co, std::vector<float>(1573 * 1500, -1.0f));
 }
 
 // Raw bytes to the wire's Matmul, as a client with no protobuf would send them.
