@@ -259,11 +259,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     // chunk of each of its warp's 16 rows of the next k-block in flight: the
     // load of row j of k-block i + 1 is issued as soon as row j of k-block i
     // is realigned, into the registers that held it, so the loads of a whole
-    // stage travel while the previous stage is realigned and while the
-    // producer waits for a free stage - one L2 round trip per stage at most,
-    // overlapped, instead of one per batch of rows. (Run 2 of
-    // bench/results/wgmma-ragged-h200.md: a chain of round trips, 8.5 us per
-    // k-block.) Nothing is loaded for a k-block past the CTA's last.
+    // stage travel while the producer waits for a free stage (and, as
+    // written, while the previous stage is realigned: ptxas issues them after
+    // the realign instead - run 3 of bench/results/wgmma-ragged-h200.md - so
+    // one round trip per stage is exposed, where run 2 chained 16). Nothing
+    // is loaded for a k-block past the CTA's last.
     uint4 v[kRowsPerWarp];
     const uint32_t two_n = 2u * static_cast<uint32_t>(n);  // bytes from a row to the next
     const uint32_t lane16 = 16u * static_cast<uint32_t>(lane);
