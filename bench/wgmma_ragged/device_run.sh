@@ -6,7 +6,7 @@
 # kernel's own checks first; if the tests failed it is left out of the bench),
 # its SASS counts, and Nsight Compute on one launch. Logs under $OUT; the
 # summaries are printed last.
-#   usage: [DIR=.device-ragged] [DEADLINE=290] bench/wgmma_ragged/device_run.sh
+#   usage: [DIR=.device-ragged] [DEADLINE=140] bench/wgmma_ragged/device_run.sh
 # DIR holds a bundle (../shared/device/bundle) of wgmma_ragged_tests and
 # transformer_bench.
 set -uo pipefail
@@ -14,7 +14,7 @@ dir=${DIR:-.device-ragged}
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 t0=$(date +%s)
-deadline=${DEADLINE:-290}
+deadline=${DEADLINE:-140}
 left() { echo $(( deadline - ($(date +%s) - t0) )); }
 export PATH="/usr/local/cuda/bin:$PATH"
 run=$dir/run
@@ -27,19 +27,19 @@ run=$dir/run
 cat "$out/device.txt"
 
 start=$(date +%s)
-timeout 90 "$run" wgmma_ragged_tests > "$out/tests.log" 2>&1
+timeout 40 "$run" wgmma_ragged_tests > "$out/tests.log" 2>&1
 tests_rc=$?
 echo "tests rc=$tests_rc in $(( $(date +%s) - start ))s"
 
 start=$(date +%s)
-timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$run" wgmma_ragged_tests \
+timeout 35 compute-sanitizer --tool memcheck --error-exitcode 9 "$run" wgmma_ragged_tests \
   --gtest_filter='WgmmaRaggedTest.MatchesReferenceAtRaggedShapes' > "$out/memcheck.log" 2>&1
 echo "memcheck rc=$? in $(( $(date +%s) - start ))s"
 
 only=cublas,wgmma_ragged
 [[ $tests_rc == 0 ]] || only=cublas  # a faulting kernel would end the bench's context
 start=$(date +%s)
-timeout $(( $(left) - 45 )) "$run" transformer_bench --only "$only" --reps 25 \
+timeout $(( $(left) - 25 )) "$run" transformer_bench --only "$only" --reps 25 \
   --shape 512x30522x768:f16 --shape 8x30522x768:f16 --shape 8x32001x4096:bf16 \
   > "$out/bench.log" 2>&1
 echo "bench rc=$? (only $only) in $(( $(date +%s) - start ))s"
@@ -50,9 +50,12 @@ if command -v cuobjdump > /dev/null; then
          /HGMMA/ {w[fn]++} /LDL|STL/ {s[fn]++}
          END {for (k in g) if (k ~ /WgmmaRagged/) print "LDG", g[k]+0, "LDG128", l[k]+0, "SHFL", f[k]+0,
               "HGMMA", w[k]+0, "LDL/STL", s[k]+0, k}' | sort > "$out/sass.txt"
+  # The f16 kernel's whole SASS, to read the producer's load order from.
+  cuobjdump -sass "$dir/bin/transformer_bench" 2>/dev/null |
+    awk '/Function : / {p = /WgmmaRaggedKernelILb0/} p' > "$out/sass_f16.txt"
 fi
 
-if [[ $tests_rc == 0 ]] && command -v ncu > /dev/null && (( $(left) > 25 )); then
+if [[ $tests_rc == 0 ]] && command -v ncu > /dev/null && (( $(left) > 20 )); then
   start=$(date +%s)
   timeout $(( $(left) - 5 )) ncu --clock-control none -k regex:'WgmmaRaggedKernel' -c 1 \
     --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \

@@ -28,21 +28,25 @@ constexpr int kABytes = kBlockM * kBlockK * 2;
 // of 64 k-rows x 64 columns (128 bytes, one swizzle row, per k-row).
 constexpr int kBBoxBytes = kBlockK * 64 * 2;
 constexpr int kBBytes = kBlockN / 64 * kBBoxBytes;
-constexpr int kSmemBytes = kStages * (kABytes + kBBytes) + 2 * kStages * 8 + 1024;
+// Each producer warp realigns 16 of the 64 k-rows of a stage. The 33rd chunk
+// of those rows' spans (needed only by lane 31) goes by cp.async into a small
+// slot per warp (16 rows x 16 bytes), double-buffered: the next k-block's
+// chunks travel while this one's are read, and take no registers.
+constexpr int kRowsPerWarp = kBlockK / 4;
+constexpr int kExtraSlotBytes = 4 * kRowsPerWarp * 16;  // all 4 producer warps
+constexpr int kSmemBytes =
+    kStages * (kABytes + kBBytes) + 2 * kStages * 8 + 2 * kExtraSlotBytes + 1024;
 static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared-memory limit per block");
 // A 256-column row of a B tile is 32 16-byte chunks: one per lane.
 static_assert(kBlockN == 256, "the producer maps one lane to each 16-byte chunk of a B row");
-// Each producer warp realigns 16 of the 64 k-rows of a stage, kBatch rows'
-// loads in flight at once (4 registers each): more bytes in flight per SM
-// than 4-byte copies could keep, within the producer's register budget.
-constexpr int kRowsPerWarp = kBlockK / 4;
-constexpr int kBatch = 8;
 // Registers, moved from the producer to the consumers by setmaxnreg: the
 // kernel starts with 168 per thread (65536 / 384, rounded down to 8), and
-// 128 * 72 + 256 * 216 = 64512 = 384 * 168. The consumers hold 128 f32
-// accumulators each (m64n256).
-constexpr int kProducerRegs = 72;
-constexpr int kConsumerRegs = 216;
+// 128 * 120 + 256 * 192 = 64512 = 384 * 168. A producer thread holds one
+// chunk of each of its warp's 16 rows in flight (64 registers; 32 KB per SM,
+// a whole stage of B, what an L2 round trip at the wgmma rate needs); the
+// consumers hold 128 f32 accumulators each (m64n256).
+constexpr int kProducerRegs = 120;
+constexpr int kConsumerRegs = 192;
 static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 168 * kThreads);
 
 // ---------------------------------------------------------------- device helpers
@@ -102,18 +106,65 @@ __device__ __forceinline__ uint32_t PackPair(float x, float y) {
   }
 }
 
-// The 16-byte chunk of B at `at` (16-byte aligned), or zeros where it starts
-// at or past `row_end` (nothing of this row in it). No load passes B's end:
-// K % 8 == 0 makes B's size 2KN a multiple of 16, so a chunk that starts
-// inside B ends inside it. B is read by the M tiles in flight from L2;
-// nothing is kept in L1.
-__device__ __forceinline__ uint4 LoadChunk(const uint8_t* at, const uint8_t* row_end) {
-  uint4 v = make_uint4(0u, 0u, 0u, 0u);
-  if (at < row_end) {
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(at));
-  }
+// The k-rows one producer warp realigns for one k-block: rows row0 ..
+// row0 + 15 of B from column n0. Row j starts at byte first + 2Nj; its
+// aligned-down span (its 33 16-byte chunks) starts `shift` = that address mod
+// 16 bytes earlier, the same misalignment all along the row (B is 16-byte
+// aligned); no chunk that starts `room` + shift bytes or more into the span
+// holds anything of the row.
+struct BlockRows {
+  const uint8_t* first;  // (row0, n0) in B
+  int rows;              // K - row0: row j is inside K iff j < rows (0: no such k-block)
+  uint32_t room;         // 2 (N - n0): bytes from a row's start to its end
+};
+
+__device__ __forceinline__ BlockRows RowsOf(const uint8_t* b, bool live, int row0, int n, int n0,
+                                            int k) {
+  BlockRows br;
+  br.rows = live ? k - row0 : 0;
+  br.first = b + 2 * (static_cast<int64_t>(live ? row0 : 0) * n + n0);
+  br.room = 2u * static_cast<uint32_t>(n - n0);
+  return br;
+}
+
+// The 16-byte chunk of B at `at` (16-byte aligned) where `pred`, else zeros,
+// as one predicated load: no branch, and nothing read where !pred. No load
+// passes B's end: K % 8 == 0 makes B's size 2KN a multiple of 16, so a chunk
+// that starts inside B ends inside it. B is read by the M tiles in flight
+// from L2; nothing is kept in L1.
+__device__ __forceinline__ uint4 LoadChunkIf(const uint8_t* at, bool pred) {
+  uint4 v;
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"
+      "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
+      "@p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+      : "=&r"(v.x), "=&r"(v.y), "=&r"(v.z), "=&r"(v.w)
+      : "l"(at), "r"(static_cast<uint32_t>(pred)));
+  return v;
+}
+
+// 16 bytes from global `src` to shared `dst` by cp.async where `pred`, else
+// 16 zeros (src-size 0: nothing read).
+__device__ __forceinline__ void CopyChunkAsync(uint32_t dst, const uint8_t* src, bool pred) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+               "r"(pred ? 16u : 0u)
+               : "memory");
+}
+
+__device__ __forceinline__ void CopyAsyncCommit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+__device__ __forceinline__ void CopyAsyncWaitAll() {
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
+__device__ __forceinline__ uint4 LoadShared16(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
   return v;
 }
 
@@ -158,10 +209,6 @@ __device__ __forceinline__ uint4 ShuffleDown1(const uint4& v) {
                     __shfl_down_sync(0xFFFFFFFFu, v.z, 1), __shfl_down_sync(0xFFFFFFFFu, v.w, 1));
 }
 
-__device__ __forceinline__ uint4 ShuffleFrom(const uint4& v, int lane) {
-  return make_uint4(__shfl_sync(0xFFFFFFFFu, v.x, lane), __shfl_sync(0xFFFFFFFFu, v.y, lane),
-                    __shfl_sync(0xFFFFFFFFu, v.z, lane), __shfl_sync(0xFFFFFFFFu, v.w, lane));
-}
 
 // ---------------------------------------------------------------- the kernel
 
@@ -177,6 +224,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t b_base = a_base + kStages * kABytes;
   const uint32_t full_base = b_base + kStages * kBBytes;  // A's bytes landed, B realigned
   const uint32_t empty_base = full_base + kStages * 8;    // consumers done reading
+  // Two slots of 33rd chunks (16-byte aligned: the barriers above take 64 bytes).
+  const uint32_t extra_base = empty_base + kStages * 8;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -202,74 +251,119 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
     }
-    const int warp = threadIdx.x / 32;  // 0..3: k-rows 16 * warp .. + 15 of each stage
+    const int warp = threadIdx.x / 32;
+    const int r0 = warp * kRowsPerWarp;  // this warp's k-rows of each stage: r0 .. r0 + 15
     const auto* b_bytes = reinterpret_cast<const uint8_t*>(b);
-    int it = 0;  // k-blocks issued by this CTA, across tiles: stage = it % kStages
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    // The CTA's work is a flat sequence of k-blocks (k-block kb of tile
+    // `tile`, tiles blockIdx.x, + gridDim.x, ...). Each thread keeps one
+    // chunk of each of its warp's 16 rows of the next k-block in flight: the
+    // load of row j of k-block i + 1 is issued as soon as row j of k-block i
+    // is realigned, into the registers that held it, so the loads of a whole
+    // stage travel while the producer waits for a free stage (and, as
+    // written, while the previous stage is realigned: ptxas issues them after
+    // the realign instead - run 3 of bench/results/wgmma-ragged-h200.md - so
+    // one round trip per stage is exposed, where run 2 chained 16). Nothing
+    // is loaded for a k-block past the CTA's last.
+    uint4 v[kRowsPerWarp];
+    const uint32_t two_n = 2u * static_cast<uint32_t>(n);  // bytes from a row to the next
+    const uint32_t lane16 = 16u * static_cast<uint32_t>(lane);
+    // Chunk `lane` of row j of `br`, or zeros (a row past K, or none at all).
+    auto load_row = [&](const BlockRows& br, int j) {
+      const uint8_t* start = br.first + static_cast<uint64_t>(j) * two_n;
+      const uint32_t shift = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(start)) & 15u;
+      return LoadChunkIf(start - shift + lane16, j < br.rows && lane16 < br.room + shift);
+    };
+    // The 33rd chunks of the same rows (lane i < 16: row i) by cp.async into
+    // extra slot `slot`, as one commit group of every lane.
+    auto copy_extras = [&](const BlockRows& br, int slot) {
+      if (lane < kRowsPerWarp) {
+        const uint8_t* start = br.first + static_cast<uint64_t>(lane) * two_n;
+        const uint32_t shift = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(start)) & 15u;
+        // Needed only where the row is misaligned and the chunk holds some of it.
+        const bool need = lane < br.rows && shift != 0 && 16u * 32 < br.room + shift;
+        CopyChunkAsync(extra_base + (slot * 4 + warp) * (kRowsPerWarp * 16) + lane16,
+                       need ? start - shift + 16 * 32 : b_bytes, need);
+      }
+      CopyAsyncCommit();
+    };
+    auto n0_of = [&](int tile) {
       int m_tile, n_tile;
       WgmmaRaggedTileAt(tile, tiles_m, tiles_n, &m_tile, &n_tile);
-      const int n0 = n_tile * kBlockN;
-      // Columns of this lane's output chunk still inside C's row (<= 0: none).
-      const int valid = n - (n0 + 8 * lane);
-      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-        const int s = it % kStages;
-        BarrierWait(empty_base + 8 * s, ((it / kStages) & 1) ^ 1);
-        const uint32_t full = full_base + 8 * s;
-        if (threadIdx.x == 0) {
-          BarrierExpectTx(full, kABytes);  // rows past M come zero-filled, counted in full
-          TmaLoad2d(a_base + s * kABytes, &map_a, full, kb * kBlockK, m_tile * kBlockM);
-        }
-        const uint32_t b_stage = b_base + s * kBBytes;
-#pragma unroll 1
-        for (int r0 = warp * kRowsPerWarp; r0 < (warp + 1) * kRowsPerWarp; r0 += kBatch) {
-          // Loads of kBatch rows first, all in flight together: lane i reads
-          // chunk i of each row's aligned-down span, lane j the span's 33rd
-          // chunk of row j (needed only where the row is misaligned).
-          uint4 v[kBatch];
-          uint4 extra = make_uint4(0u, 0u, 0u, 0u);
+      return n_tile * kBlockN;
+    };
+
+    int tile = blockIdx.x, kb = 0;
+    int n0 = tile < tiles ? n0_of(tile) : 0;
+    BlockRows cur = RowsOf(b_bytes, tile < tiles, r0, n, n0, k);
 #pragma unroll
-          for (int j = 0; j < kBatch; ++j) {
-            const int row = kb * kBlockK + r0 + j;
-            v[j] = make_uint4(0u, 0u, 0u, 0u);
-            if (row < k) {  // uniform over the warp
-              const int64_t first = static_cast<int64_t>(row) * n;  // element (row, 0)
-              const uint8_t* start = b_bytes + 2 * (first + n0);
-              const uint8_t* span = reinterpret_cast<const uint8_t*>(
-                  reinterpret_cast<uintptr_t>(start) & ~uintptr_t{15});
-              const uint8_t* row_end = b_bytes + 2 * (first + n);
-              v[j] = LoadChunk(span + 16 * lane, row_end);
-              if (lane == j && span != start) extra = LoadChunk(span + 16 * 32, row_end);
-            }
-          }
-#pragma unroll
-          for (int j = 0; j < kBatch; ++j) {
-            const int r = r0 + j;
-            const int row = kb * kBlockK + r;
-            // The chunk after this lane's: its right neighbour's, or for lane
-            // 31 the extra chunk lane j loaded.
-            uint4 next = ShuffleDown1(v[j]);
-            const uint4 tail = ShuffleFrom(extra, j);
-            if (lane == 31) next = tail;
-            // Misalignment of (row, n0) in bytes: 2 (row N + n0) mod 16, the
-            // same for every chunk of the row (B is 16-byte aligned).
-            const uint32_t shift =
-                2u * ((static_cast<uint32_t>(row) * static_cast<uint32_t>(n) + static_cast<uint32_t>(n0)) & 7u);
-            uint4 out = KeepFirst(Realign(v[j], next, shift), valid);
-            if (row >= k) out = make_uint4(0u, 0u, 0u, 0u);  // rows past K add nothing
-            // Chunk `lane` of the row: box lane / 8, 16-byte chunk lane % 8 of
-            // its 128-byte row, at (lane % 8) ^ (r % 8): the TMA 128B swizzle.
-            const uint32_t at = b_stage + (lane / 8) * kBBoxBytes + r * 128 +
-                                ((static_cast<uint32_t>(lane % 8) ^ static_cast<uint32_t>(r % 8)) << 4);
-            StoreShared16(at, out);
-          }
-        }
-        // Ordinary shared stores read next by wgmma (the async proxy): fence
-        // in every writing thread, then one release arrival per warp.
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncwarp();
-        if (lane == 0) BarrierArrive(full);
+    for (int j = 0; j < kRowsPerWarp; ++j) v[j] = load_row(cur, j);
+    copy_extras(cur, 0);
+    for (int it = 0; tile < tiles; ++it) {
+      // The k-block after this one, whose loads go out while this one is realigned.
+      int next_tile = tile, next_kb = kb + 1;
+      if (next_kb == k_blocks) {
+        next_kb = 0;
+        next_tile += gridDim.x;
       }
+      const bool next_live = next_tile < tiles;
+      const int next_n0 = next_live ? n0_of(next_tile) : 0;
+      const BlockRows nxt = RowsOf(b_bytes, next_live, next_kb * kBlockK + r0, n, next_n0, k);
+
+      const int s = it % kStages;
+      BarrierWait(empty_base + 8 * s, ((it / kStages) & 1) ^ 1);
+      const uint32_t full = full_base + 8 * s;
+      if (threadIdx.x == 0) {
+        int m_tile, n_tile;
+        WgmmaRaggedTileAt(tile, tiles_m, tiles_n, &m_tile, &n_tile);
+        BarrierExpectTx(full, kABytes);  // rows past M come zero-filled, counted in full
+        TmaLoad2d(a_base + s * kABytes, &map_a, full, kb * kBlockK, m_tile * kBlockM);
+      }
+      // This k-block's 33rd chunks have landed (the only group in flight);
+      // __syncwarp makes them visible to lane 31 and orders the last k-block's
+      // reads of the other slot before the copies into it below.
+      CopyAsyncWaitAll();
+      __syncwarp();
+      const uint32_t extra_row = extra_base + ((it & 1) * 4 + warp) * (kRowsPerWarp * 16);
+      copy_extras(nxt, (it + 1) & 1);
+      // Chunk `lane` of k-row r goes to box lane / 8, 16-byte chunk lane % 8
+      // of the row's 128 bytes, at (lane % 8) ^ (r % 8): the TMA 128B swizzle
+      // (r0 is a multiple of 8, so r % 8 = j % 8).
+      const uint32_t lane_at = b_base + s * kBBytes + (lane / 8) * kBBoxBytes + r0 * 128;
+      // Masks keeping the columns of this lane's output chunk still inside C's
+      // row: all ones but in the tile that passes N, where a chunk straddling
+      // a row's end holds the next row's first elements. Rows past K need no
+      // test: their chunks and 33rd chunks were never read (zeros).
+      const uint4 keep = KeepFirst(make_uint4(~0u, ~0u, ~0u, ~0u), n - (n0 + 8 * lane));
+      // Row j + 1's 33rd chunk is read before row j's shared store, which the
+      // compiler may not move it past, so its latency overlaps row j's work.
+      uint4 tail_next = LoadShared16(extra_row);
+      const uint32_t cur_shift = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(cur.first)) & 15u;
+#pragma unroll
+      for (int j = 0; j < kRowsPerWarp; ++j) {
+        const uint4 tail = tail_next;
+        if (j + 1 < kRowsPerWarp) tail_next = LoadShared16(extra_row + 16 * (j + 1));
+        // The chunk after this lane's: its right neighbour's, or for lane 31
+        // the row's 33rd chunk.
+        uint4 next = ShuffleDown1(v[j]);
+        if (lane == 31) next = tail;
+        const uint32_t shift = (cur_shift + static_cast<uint32_t>(j) * two_n) & 15u;
+        uint4 out = Realign(v[j], next, shift);
+        out = make_uint4(out.x & keep.x, out.y & keep.y, out.z & keep.z, out.w & keep.w);
+        StoreShared16(lane_at + j * 128 + ((static_cast<uint32_t>(lane % 8) ^ static_cast<uint32_t>(j % 8)) << 4),
+                      out);
+        v[j] = load_row(nxt, j);  // into the registers just freed
+      }
+      // Ordinary shared stores read next by wgmma (the async proxy): fence
+      // in every writing thread, then one release arrival per warp.
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      __syncwarp();
+      if (lane == 0) BarrierArrive(full);
+      tile = next_tile;
+      kb = next_kb;
+      n0 = next_n0;
+      cur = nxt;
     }
+    CopyAsyncWaitAll();  // the last (empty) group: nothing left in flight at exit
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
     const int consumer = warpgroup - 1;

@@ -10,11 +10,11 @@
 // aligned 16-byte loads: k-row k of a B tile starts at byte 2(kN + n0), whose
 // misalignment s_k = 2(kN + n0) mod 16 is the same all along that row. A
 // producer warp reads the aligned-down span of a row (33 16-byte chunks for a
-// 256-column tile; lane i chunk i, the 33rd by one lane), takes its right
-// neighbour's chunk with __shfl_down_sync, shifts the pair left by s_k bytes
-// (word selects and a funnel shift), zeroes columns >= N and rows >= K, and
-// stores the 16 bytes into the 128B-swizzled stage layout wgmma reads as an
-// MN-major B operand. A still comes by TMA (K % 8 == 0: 16-byte row stride).
+// 256-column tile; lane i chunk i, the 33rd by cp.async into a small shared
+// slot), takes its right neighbour's chunk with __shfl_down_sync, shifts the
+// pair left by s_k bytes (word selects and a funnel shift), zeroes columns >=
+// N and rows >= K, and stores the 16 bytes into the 128B-swizzled stage
+// layout wgmma reads as an MN-major B operand. A still comes by TMA (K % 8 == 0: 16-byte row stride).
 // C is stored straight from the accumulators with bounds checks, 4 bytes per
 // column pair when N is even, 2 bytes per element when N is odd (C's rows are
 // not 16-byte aligned either).
@@ -36,10 +36,14 @@
 // M are zero-filled by TMA and never stored, so a row of C does not depend on
 // M either: batch invariant.
 //
-// Measured on the H200 (bench/results/wgmma-ragged-h200.md, run 2): correct,
-// but 410 us at 512x30522x768 f16 against cublas_padded's 89 us - the
-// producer's loads run as a chain of round trips, not in flight together.
-// Registered all the same: measurement decides what is served.
+// Loads in flight: each producer thread keeps one chunk of each of its warp's
+// 16 rows of the next k-block in flight (64 registers; setmaxnreg 120 / 192),
+// issuing row j's next load in the source as soon as row j is realigned.
+// Measured on the H200 (bench/results/wgmma-ragged-h200.md, run 3): 127 us at
+// 512x30522x768 f16 (cublas_padded 88 us), 30.4 us at 8x30522x768 (cuBLASLt
+// 28.3), 123 us at 8x32001x4096 bf16 (cuBLAS 208 us: 1.69x). ptxas issues the
+// next stage's loads after the realign, not between its rows, so one round
+// trip per stage is still exposed; the results page says what to try next.
 //
 // Needs: sm_90a; N % 8 != 0 (N % 8 == 0 goes to the TMA families); K % 8 == 0;
 // A and B 16-byte aligned, C 4-byte aligned (2-byte when N is odd).
