@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds transformer_bench with nvcc alone (no CMake: the kernel families'
-# sources are compiled in directly), for carrying to the GPU machine.
+# sources are compiled in directly, beside the bench's own four .cu files),
+# for carrying to the GPU machine.
 #   usage: bench/transformer/build.sh OUT_DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,6 +24,10 @@ wait
 nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/kernels/mid_stream/mid_stream.cu" -o "$out/obj/mid_stream.o" &
 nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/common/pad.cu" -o "$out/obj/pad.o" &
 nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/bench/transformer/transformer_bench.cu" -o "$out/obj/bench.o"
+wait
+nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/bench/transformer/candidates.cu" -o "$out/obj/bench_candidates.o" &
+nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/bench/transformer/problem.cu" -o "$out/obj/bench_problem.o" &
+nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/bench/transformer/claims.cu" -o "$out/obj/bench_claims.o"
 wait
 nvcc -o "$out/transformer_bench" "$out"/obj/*.o -lcublas -lcublasLt
 echo "built $out/transformer_bench"
