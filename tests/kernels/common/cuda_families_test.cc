@@ -51,15 +51,8 @@ void* Workspace(size_t bytes) {
 // family looks at it, with the scratch the family asks for.
 cudaError_t Launch(const Launcher& launcher, const DeviceGemm& g, const void* a, int sm_count,
                    cudaStream_t stream) {
-  LaunchArgs args;
-  args.dtype = g.problem().dtype;
+  LaunchArgs args = g.Args(sm_count);
   args.a = a;
-  args.b = g.b();
-  args.c = g.c();
-  args.m = g.problem().m;
-  args.n = g.problem().n;
-  args.k = g.problem().k;
-  args.sm_count = sm_count;
   if (launcher.workspace_bytes != nullptr) {
     args.workspace_bytes = launcher.workspace_bytes(args);
     args.workspace = Workspace(args.workspace_bytes);

@@ -133,4 +133,17 @@ std::vector<double> DeviceGemm::Reference() const {
   return ::testing::AssertionSuccess() << p_ << ": " << report.detail;
 }
 
+LaunchArgs DeviceGemm::Args(int sm_count) const {
+  LaunchArgs args;
+  args.dtype = p_.dtype;
+  args.a = a_;
+  args.b = b_;
+  args.c = c_;
+  args.m = p_.m;
+  args.n = p_.n;
+  args.k = p_.k;
+  args.sm_count = sm_count;
+  return args;
+}
+
 }  // namespace arbiter::kernels::testing

@@ -13,6 +13,7 @@
 
 #include "engine/contract.h"
 #include "engine/problem.h"
+#include "kernels/common/launch_args.h"
 
 namespace arbiter::kernels::testing {
 
@@ -51,6 +52,9 @@ class DeviceGemm {
   // A copy of A at an address 2 bytes past a 16-byte boundary: forces the
   // padded-copy or element-load paths of kernels that check alignment.
   const void* misaligned_a();
+  // A launcher's arguments for this problem on A, B and C as uploaded, planned
+  // for `sm_count` SMs; no workspace.
+  LaunchArgs Args(int sm_count) const;
 
   void PoisonC();                          // C and its guard
   std::vector<uint8_t> DownloadC() const;  // C's raw bytes (waits for the device)
@@ -69,6 +73,23 @@ class DeviceGemm {
   void* b_ = nullptr;
   void* c_ = nullptr;           // c_bytes() + kGuardBytes
   void* a_shifted_ = nullptr;   // for misaligned_a()
+};
+
+// A device test on a stream of its own, skipped (saying why) without an sm_90
+// GPU; sm_count_ is the device's. Owns the stream.
+class Sm90StreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ARBITER_SKIP_WITHOUT_GPU(90);
+    CUDA_OK(cudaStreamCreate(&stream_));
+    sm_count_ = DeviceSmCount();
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  cudaStream_t stream_ = nullptr;
+  int sm_count_ = 0;
 };
 
 }  // namespace arbiter::kernels::testing

@@ -110,15 +110,10 @@ TEST(MidStreamCandidateTest, DeclaresItsContractAndDeclinesMisalignedOperands) {
   EXPECT_NE(status.message().find("16-byte aligned"), std::string_view::npos) << status;
 }
 
-class MidStreamTest : public ::testing::Test {
+class MidStreamTest : public testing::Sm90StreamTest {
  protected:
-  void SetUp() override {
-    ARBITER_SKIP_WITHOUT_GPU(90);
-    CUDA_OK(cudaStreamCreate(&stream_));
-    sm_count_ = testing::DeviceSmCount();
-  }
   void TearDown() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    Sm90StreamTest::TearDown();
     if (workspace_ != nullptr) cudaFree(workspace_);
   }
 
@@ -129,15 +124,7 @@ class MidStreamTest : public ::testing::Test {
                                  const MidStreamConfig& config = kMidStreamDefault,
                                  int sm_count = 0) {
     g.PoisonC();
-    LaunchArgs args;
-    args.dtype = g.problem().dtype;
-    args.a = g.a();
-    args.b = g.b();
-    args.c = g.c();
-    args.m = g.problem().m;
-    args.n = g.problem().n;
-    args.k = g.problem().k;
-    args.sm_count = sm_count != 0 ? sm_count : sm_count_;
+    LaunchArgs args = g.Args(sm_count != 0 ? sm_count : sm_count_);
     args.workspace_bytes = MidStreamWorkspaceBytes(args, config);
     if (args.workspace_bytes == 0) {
       return ::testing::AssertionFailure() << "no workspace size for " << g.problem();
@@ -158,8 +145,6 @@ class MidStreamTest : public ::testing::Test {
     return ::testing::AssertionSuccess();
   }
 
-  cudaStream_t stream_ = nullptr;
-  int sm_count_ = 0;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
 };

@@ -32,15 +32,10 @@ struct Shape {
   int64_t m, n, k;
 };
 
-class SkinnyStreamTest : public ::testing::Test {
+class SkinnyStreamTest : public testing::Sm90StreamTest {
  protected:
-  void SetUp() override {
-    ARBITER_SKIP_WITHOUT_GPU(90);
-    CUDA_OK(cudaStreamCreate(&stream_));
-    sm_count_ = testing::DeviceSmCount();
-  }
   void TearDown() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    Sm90StreamTest::TearDown();
     if (workspace_ != nullptr) cudaFree(workspace_);
   }
 
@@ -50,15 +45,8 @@ class SkinnyStreamTest : public ::testing::Test {
                                  const SkinnyStreamConfig& config = kSkinnyStreamDefault,
                                  const void* a = nullptr, int sm_count = 0) {
     g.PoisonC();
-    LaunchArgs args;
-    args.dtype = g.problem().dtype;
+    LaunchArgs args = g.Args(sm_count != 0 ? sm_count : sm_count_);
     args.a = a != nullptr ? a : g.a();
-    args.b = g.b();
-    args.c = g.c();
-    args.m = g.problem().m;
-    args.n = g.problem().n;
-    args.k = g.problem().k;
-    args.sm_count = sm_count != 0 ? sm_count : sm_count_;
     args.workspace_bytes = SkinnyStreamWorkspaceBytes(args, config);
     if (args.workspace_bytes > workspace_bytes_) {
       CUDA_OK(cudaFree(workspace_));
@@ -75,8 +63,6 @@ class SkinnyStreamTest : public ::testing::Test {
     return ::testing::AssertionSuccess();
   }
 
-  cudaStream_t stream_ = nullptr;
-  int sm_count_ = 0;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
 };

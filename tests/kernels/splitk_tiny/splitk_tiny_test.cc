@@ -44,15 +44,10 @@ LaunchArgs ArgsFor(const Problem& p, const void* a, const void* b, void* c, int 
   return args;
 }
 
-class SplitKTinyTest : public ::testing::Test {
+class SplitKTinyTest : public testing::Sm90StreamTest {
  protected:
-  void SetUp() override {
-    ARBITER_SKIP_WITHOUT_GPU(90);
-    CUDA_OK(cudaStreamCreate(&stream_));
-    sm_count_ = testing::DeviceSmCount();
-  }
   void TearDown() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    Sm90StreamTest::TearDown();
     if (workspace_ != nullptr) cudaFree(workspace_);
   }
 
@@ -62,7 +57,7 @@ class SplitKTinyTest : public ::testing::Test {
   ::testing::AssertionResult Run(DeviceGemm& g, int sm_count = 0, cudaStream_t stream = nullptr,
                                  int max_cluster = 0) {
     g.PoisonC();
-    LaunchArgs args = ArgsFor(g.problem(), g.a(), g.b(), g.c(), sm_count != 0 ? sm_count : sm_count_);
+    LaunchArgs args = g.Args(sm_count != 0 ? sm_count : sm_count_);
     const SplitKTinyPlan plan =
         MakeSplitKTinyPlan(args.k, args.sm_count, max_cluster != 0 ? max_cluster : kSplitKTinyMaxCluster);
     args.workspace_bytes = max_cluster != 0 ? SplitKTinyWorkspaceBytes(args, plan) : SplitKTinyWorkspaceBytes(args);
@@ -83,8 +78,6 @@ class SplitKTinyTest : public ::testing::Test {
     return ::testing::AssertionSuccess();
   }
 
-  cudaStream_t stream_ = nullptr;
-  int sm_count_ = 0;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
 };

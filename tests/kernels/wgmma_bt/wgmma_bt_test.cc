@@ -125,29 +125,12 @@ TEST(WgmmaBtCandidateTest, DeclaresItsContractAndDeclinesMisalignedOperands) {
   EXPECT_NE(status.message().find("16-byte aligned"), std::string_view::npos) << status;
 }
 
-class WgmmaBtTest : public ::testing::Test {
+class WgmmaBtTest : public testing::Sm90StreamTest {
  protected:
-  void SetUp() override {
-    ARBITER_SKIP_WITHOUT_GPU(90);
-    CUDA_OK(cudaStreamCreate(&stream_));
-    sm_count_ = testing::DeviceSmCount();
-  }
-  void TearDown() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-
   // Poisons C, launches with `force_splits` (0: planned) and waits.
   ::testing::AssertionResult Run(DeviceGemm& g, int force_splits = 0) {
     g.PoisonC();
-    LaunchArgs args;
-    args.dtype = g.problem().dtype;
-    args.a = g.a();
-    args.b = g.b();
-    args.c = g.c();
-    args.m = g.problem().m;
-    args.n = g.problem().n;
-    args.k = g.problem().k;
-    args.sm_count = sm_count_;
+    LaunchArgs args = g.Args(sm_count_);
     const cudaError_t err = LaunchWgmmaBt(args, stream_, force_splits);
     if (err != cudaSuccess) {
       return ::testing::AssertionFailure()
@@ -157,8 +140,6 @@ class WgmmaBtTest : public ::testing::Test {
     return ::testing::AssertionSuccess();
   }
 
-  cudaStream_t stream_ = nullptr;
-  int sm_count_ = 0;
 };
 
 // Every token tile at ragged M (17, 33, 100, 255; 1 and 300 too), M != N, K

@@ -138,29 +138,12 @@ TEST(WgmmaRaggedCandidateTest, DeclaresItsContractAndDeclinesAlignedN) {
   EXPECT_NE(status.message().find("N % 8 == 0"), std::string_view::npos) << status;
 }
 
-class WgmmaRaggedTest : public ::testing::Test {
+class WgmmaRaggedTest : public testing::Sm90StreamTest {
  protected:
-  void SetUp() override {
-    ARBITER_SKIP_WITHOUT_GPU(90);
-    CUDA_OK(cudaStreamCreate(&stream_));
-    sm_count_ = testing::DeviceSmCount();
-  }
-  void TearDown() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-
   // Poisons C, launches on `sms` SMs' worth of grid (0: the device's) and waits.
   ::testing::AssertionResult Run(DeviceGemm& g, int sms = 0) {
     g.PoisonC();
-    LaunchArgs args;
-    args.dtype = g.problem().dtype;
-    args.a = g.a();
-    args.b = g.b();
-    args.c = g.c();
-    args.m = g.problem().m;
-    args.n = g.problem().n;
-    args.k = g.problem().k;
-    args.sm_count = sms > 0 ? sms : sm_count_;
+    LaunchArgs args = g.Args(sms > 0 ? sms : sm_count_);
     const cudaError_t err = LaunchWgmmaRagged(args, stream_);
     if (err != cudaSuccess) {
       return ::testing::AssertionFailure()
@@ -174,8 +157,6 @@ class WgmmaRaggedTest : public ::testing::Test {
     return ::testing::AssertionSuccess();
   }
 
-  cudaStream_t stream_ = nullptr;
-  int sm_count_ = 0;
 };
 
 // Every misalignment a row can have (N odd: s_k takes all 8 values; N = 2 mod
