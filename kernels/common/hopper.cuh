@@ -1,15 +1,17 @@
 // What the Hopper (sm_90a) families share: mbarrier waits and arrivals, 2-D TMA
 // loads completing on an mbarrier, thread-block cluster barriers and
-// distributed shared memory, wgmma's shared-memory descriptors and fences, and
-// the host-side tensor-map encoding (the driver's cuTensorMapEncodeTiled,
-// reached through the runtime so libcuda is not linked). Device code only
-// where compiled for sm_90; include from .cu files.
+// distributed shared memory, wgmma's shared-memory descriptors, fences and
+// m64n128 / m64n256 MMAs, and the host-side tensor-map encoding (the driver's
+// cuTensorMapEncodeTiled, reached through the runtime so libcuda is not
+// linked). Device code only where compiled for sm_90; include from .cu files.
 #pragma once
 
 #include <cstdint>
 
 #include <cuda.h>          // CUtensorMap and its enums (types only)
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 namespace arbiter::kernels::hopper {
@@ -109,6 +111,91 @@ template <int kCount>
 __device__ __forceinline__ void FenceAccumulators(float (&d)[kCount]) {
 #pragma unroll
   for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// wgmma m64nNk16 with f32 accumulators in registers (the warpgroup's 64 x N
+// tile of D, N / 2 floats a thread), operands from shared-memory descriptors.
+#define WGMMA_ACC8(i)                                                                 \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+
+#define WGMMA_REGS_64                                                                   \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "             \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "    \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "    \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+
+#define WGMMA_REGS_128                                                                        \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "          \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "          \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "          \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "          \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "          \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "     \
+  "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, " \
+  "%126, %127}"
+
+// D(64 x N, f32) += A(64 x 16, K-major) * B(16 x N, MN-major: trans-b = 1).
+// scale_d = 0 overwrites D instead (the first k step of a tile).
+template <bool kBf16>
+__device__ __forceinline__ void Mma64x256(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                          uint32_t scale_d) {
+  if constexpr (kBf16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " WGMMA_REGS_128
+        ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+        : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32),
+          WGMMA_ACC8(40), WGMMA_ACC8(48), WGMMA_ACC8(56), WGMMA_ACC8(64), WGMMA_ACC8(72),
+          WGMMA_ACC8(80), WGMMA_ACC8(88), WGMMA_ACC8(96), WGMMA_ACC8(104), WGMMA_ACC8(112),
+          WGMMA_ACC8(120)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " WGMMA_REGS_128
+        ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+        : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32),
+          WGMMA_ACC8(40), WGMMA_ACC8(48), WGMMA_ACC8(56), WGMMA_ACC8(64), WGMMA_ACC8(72),
+          WGMMA_ACC8(80), WGMMA_ACC8(88), WGMMA_ACC8(96), WGMMA_ACC8(104), WGMMA_ACC8(112),
+          WGMMA_ACC8(120)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+}
+
+template <bool kBf16>
+__device__ __forceinline__ void Mma64x128(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                          uint32_t scale_d) {
+  if constexpr (kBf16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_REGS_64
+        ", %64, %65, p, 1, 1, 0, 1;\n}\n"
+        : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32),
+          WGMMA_ACC8(40), WGMMA_ACC8(48), WGMMA_ACC8(56)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_REGS_64
+        ", %64, %65, p, 1, 1, 0, 1;\n}\n"
+        : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32),
+          WGMMA_ACC8(40), WGMMA_ACC8(48), WGMMA_ACC8(56)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+}
+
+// Two f32 rounded to the dtype, packed low element first.
+template <bool kBf16>
+__device__ __forceinline__ uint32_t PackPair(float x, float y) {
+  if constexpr (kBf16) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
 }
 
 // ---------------------------------------------------------------- host
