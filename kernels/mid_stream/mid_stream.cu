@@ -25,12 +25,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <thread>
-#include <tuple>
 
 #include "kernels/common/mma_sync.cuh"
+#include "kernels/common/stream_counters.h"
 #include "kernels/common/storage.cuh"
 #include "kernels/common/tile_mainloop.cuh"
 
@@ -327,40 +324,11 @@ __global__ void __launch_bounds__(kCols * kTS, 1) MidStreamKernel(const Params p
 
 // ---- host side -------------------------------------------------------------------
 
-// Arrival counters of `stream`: kMaxStrips unsigned, zeroed (in stream order)
-// when first handed out; every launch leaves them at zero and launches on one
-// stream never overlap, so each launch finds them at zero. Not in the
-// workspace: the stream's scratch is shared with other candidates. The default
-// and per-thread streams are keyed by thread as well. Thread-safe.
+// The arrival counters of the calling thread's `stream` on the current device:
+// kMaxStrips of them (kernels/common/stream_counters.h says how they stay zero).
+struct MidStreamArrivals;
 cudaError_t StreamArrivals(cudaStream_t stream, unsigned** out) {
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  const bool shared_handle = stream == nullptr || stream == cudaStreamPerThread;
-  using Key = std::tuple<int, cudaStream_t, std::thread::id>;
-  const Key key{device, stream, shared_handle ? std::this_thread::get_id() : std::thread::id()};
-  static std::mutex mu;
-  static auto* counters = new std::map<Key, unsigned*>();  // guarded by mu; never freed
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = counters->find(key); it != counters->end()) {
-    *out = it->second;
-    return cudaSuccess;
-  }
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  err = cudaStreamIsCapturing(stream, &capture);
-  if (err != cudaSuccess) return err;
-  if (capture != cudaStreamCaptureStatusNone) return cudaErrorStreamCaptureUnsupported;
-  unsigned* p = nullptr;
-  err = cudaMalloc(&p, kMaxStrips * sizeof(unsigned));
-  if (err != cudaSuccess) return err;
-  err = cudaMemsetAsync(p, 0, kMaxStrips * sizeof(unsigned), stream);
-  if (err != cudaSuccess) {
-    cudaFree(p);
-    return err;
-  }
-  counters->emplace(key, p);
-  *out = p;
-  return cudaSuccess;
+  return StreamArrivalCounters<MidStreamArrivals, kMaxStrips>(stream, out);
 }
 
 // One instantiation: its shared memory raised once per device, and the CTAs

@@ -44,12 +44,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <thread>
-#include <tuple>
 
 #include "kernels/common/mma_sync.cuh"
+#include "kernels/common/stream_counters.h"
 #include "kernels/common/storage.cuh"
 #include "kernels/common/tile_mainloop.cuh"
 
@@ -359,40 +356,10 @@ int FragsN(int64_t n) { return n <= 16 ? 2 : n <= 32 ? 4 : 8; }
 int TileFloats(const LaunchArgs& args) { return FragsM(args.m) * FragsN(args.n) * 4 * 32; }
 
 // The arrival counters of the calling thread's `stream` on the current device:
-// kMaxCluster unsigned, zeroed (in stream order) when first handed out. Every
-// launch leaves them at zero, and launches on one stream never overlap, so
-// each launch finds them at zero. Not in the workspace: the stream's scratch
-// is shared with other candidates, which leave anything there. The default
-// and per-thread streams are keyed by thread as well. Thread-safe.
+// kMaxCluster of them (kernels/common/stream_counters.h says how they stay zero).
+struct SplitKTinyArrivals;
 cudaError_t StreamArrivals(cudaStream_t stream, unsigned** out) {
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  const bool shared_handle = stream == nullptr || stream == cudaStreamPerThread;
-  using Key = std::tuple<int, cudaStream_t, std::thread::id>;
-  const Key key{device, stream, shared_handle ? std::this_thread::get_id() : std::thread::id()};
-  static std::mutex mu;
-  static auto* counters = new std::map<Key, unsigned*>();  // guarded by mu; never freed
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = counters->find(key); it != counters->end()) {
-    *out = it->second;
-    return cudaSuccess;
-  }
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  err = cudaStreamIsCapturing(stream, &capture);
-  if (err != cudaSuccess) return err;
-  if (capture != cudaStreamCaptureStatusNone) return cudaErrorStreamCaptureUnsupported;
-  unsigned* p = nullptr;
-  err = cudaMalloc(&p, kMaxCluster * sizeof(unsigned));
-  if (err != cudaSuccess) return err;
-  err = cudaMemsetAsync(p, 0, kMaxCluster * sizeof(unsigned), stream);
-  if (err != cudaSuccess) {
-    cudaFree(p);
-    return err;
-  }
-  counters->emplace(key, p);
-  *out = p;
-  return cudaSuccess;
+  return StreamArrivalCounters<SplitKTinyArrivals, kMaxCluster>(stream, out);
 }
 
 template <int kMT, int kNT, bool kBf16, int kStop = 0>
