@@ -195,6 +195,9 @@ void Gemv(const Op& op, cudaStream_t s) { RunFamily(k::kGemv, op, s); }
 void SplitK(const Op& op, cudaStream_t s) { RunFamily(k::kSplitK, op, s); }
 void SplitKTiny(const Op& op, cudaStream_t s) { RunFamily(k::kSplitKTiny, op, s); }
 void SkinnyWide(const Op& op, cudaStream_t s) { RunFamily(k::kSkinnyStreamWideLauncher, op, s); }
+void SkinnyRagged(const Op& op, cudaStream_t s) {
+  RunFamily(k::kSkinnyStreamRaggedLauncher, op, s);
+}
 void WgmmaRagged(const Op& op, cudaStream_t s) { RunFamily(k::kWgmmaRagged, op, s); }
 
 // mid_stream with one of its configs (kernels/mid_stream/mid_stream.h).
@@ -293,6 +296,13 @@ std::vector<Candidate> Candidates() {
                           op.n % k::kSkinnyStreamWideRacedAlignN == 0;
                  },
                  SkinnyWide});
+  // The span config at the coverage MakeSkinnyRaggedCandidate registers (its
+  // launcher declines N % 8 == 0).
+  out.push_back({"skinny_ragged", k::kSkinnyStreamBudgetAbs, k::kSkinnyStreamBudgetRel,
+                 [](const Op& op) {
+                   return op.m <= k::kSkinnyStreamRaggedMaxM && op.n % 8 != 0;
+                 },
+                 SkinnyRagged});
   // mid_stream at the coverage kernels/mid_stream/mid_stream_candidate.cc
   // declares (its default config, "mid_stream"), and its other configs. Bench
   // only: correct on the H200 but slower than cuBLAS at every shape measured

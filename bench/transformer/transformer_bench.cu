@@ -199,6 +199,15 @@ int main(int argc, char** argv) {
                                      {17, 131, 65536, DType::kBF16, false}},
                                  st, checker);
       }
+      if (c.name == "skinny_ragged") {
+        // Both token groups at ragged M, odd and even ragged N, K off the 32-row
+        // stage and off 8 (A by elements), strips past N, cluster and workspace
+        // split plans, vocabulary-sized N.
+        failures += RaggedChecks(c, {{1, 32001, 4096, DType::kBF16, false}, {13, 1001, 77, DType::kF16, false},
+                                     {16, 50257, 768, DType::kBF16, false}, {3, 30522, 768, DType::kF16, false},
+                                     {16, 9, 4100, DType::kBF16, false}, {8, 333, 2049, DType::kF16, false}},
+                                 st, checker);
+      }
       if (c.name == "wgmma_bt") {
         // Every token tile at ragged M, K off the 64-deep k-block, partial strips.
         failures += RaggedChecks(c, {{17, 4104, 1000, DType::kBF16, false}, {33, 200, 4104, DType::kF16, false},

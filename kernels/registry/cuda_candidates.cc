@@ -39,10 +39,11 @@ std::vector<CandidateSpec> CudaCandidates(CudaBackend& backend) {
   // N not a multiple of 8 with no padded copies (kernels/wgmma_ragged/wgmma_ragged.h);
   // cublas_padded races it there.
   Add(out, kernels::MakeWgmmaRaggedCandidate());
-  // skinny_stream at M <= 8, and its wide config at 9-16 rows
-  // (kernels/skinny/skinny_stream.h says why).
+  // skinny_stream at M <= 8, its wide config at 9-16 rows, and its span
+  // config at 1-16 rows of a ragged N (kernels/skinny/skinny_stream.h says why).
   Add(out, kernels::MakeSkinnyCandidate());
   Add(out, kernels::MakeSkinnyWideCandidate());
+  Add(out, kernels::MakeSkinnyRaggedCandidate());
   return out;
 }
 

@@ -58,4 +58,22 @@ CandidateSpec MakeSkinnyWideCandidate() {
   return MakeFamily(f);
 }
 
+CandidateSpec MakeSkinnyRaggedCandidate() {
+  Family f = SkinnyStreamFamily();
+  f.name = "skinny_ragged";
+  f.version = 1;
+  // 1-16 rows; the launcher declines N % 8 == 0 (skinny's and skinny_wide's
+  // ground) and a B that is not 16-byte aligned (kSkinnyStreamRaggedLauncher's
+  // unsupported): no coverage field says "N % 8 != 0".
+  f.shape = {.max_m = kSkinnyStreamRaggedMaxM};
+  // The default's strips and plan: 128 columns, up to 16 tokens (two groups
+  // of 8), K split until 2 CTAs per SM fill a wave.
+  f.tile = {.rows = 16, .cols = 128, .max_split_k = 4096, .ctas_per_sm = 2};
+  f.launcher = kSkinnyStreamRaggedLauncher;
+  f.description =
+      "M <= 16, ragged N (odd too): B rows as aligned 16-byte spans, read at each row's "
+      "misalignment into mma.sync, K split in clusters";
+  return MakeFamily(f);
+}
+
 }  // namespace arbiter::kernels

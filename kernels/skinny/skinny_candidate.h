@@ -11,5 +11,7 @@ namespace arbiter::kernels {
 CandidateSpec MakeSkinnyCandidate();
 // The wide config (256-column strips) at 9-16 rows: skinny_stream.h says where.
 CandidateSpec MakeSkinnyWideCandidate();
+// The span config at 1-16 rows of a ragged N (N % 8 != 0): skinny_stream.h.
+CandidateSpec MakeSkinnyRaggedCandidate();
 
 }  // namespace arbiter::kernels

@@ -39,6 +39,22 @@
 // (16 bytes when N % 8 == 0, 4 when N is even, 2-byte element loads for odd N),
 // A is copied 16 bytes at a time when K % 8 == 0 and by elements otherwise.
 // Indexing is 64-bit.
+//
+// Spans (the span config at N % 8 != 0): 16-byte copies at any N. Row k of a
+// strip starts at element kN + n0, d_k = (kN + n0) % 8 elements past a 16-byte
+// boundary; the kCols / 8 + 1 aligned chunks that cover it land as one row of
+// the stage (272 bytes for 128 columns), the row's element n at n - n0 + d_k.
+// As k_chunk and n0 are multiples of 32 and 128, d_k = (k % 32) N % 8 for a
+// stage row: the same in every stage and every CTA, so every landing offset is
+// computed once. A chunk's src-size stops at the end of its k row (zeros for n
+// >= N, and no byte read past B's end); rows past the CTA's range copy 0
+// bytes. ldmatrix needs 16-byte aligned rows, so the mma B^T fragments (two
+// consecutive k at one n per register) come from 16-bit shared loads instead
+// (eight per mma instead of one ldmatrix.x4 per two). A load's 4 rows (lane % 4)
+// sit 2 * 272 / 4 = 136 words = 8 banks apart, each row's 8 columns (lane / 4)
+// within 4-5 consecutive words and at most 3.5 words shifted by its
+// misalignment: no two rows share a bank, one wavefront per load (every load of
+// every warp, for each of the 8 values of N % 8, counted offline).
 
 #include "kernels/skinny/skinny_stream.h"
 
@@ -52,6 +68,7 @@
 #include "kernels/common/split_reduce.h"
 #include "kernels/common/storage.cuh"
 #include "kernels/common/tile_mainloop.cuh"
+#include "kernels/skinny/skinny_spans.h"
 
 namespace arbiter::kernels {
 namespace {
@@ -72,10 +89,12 @@ constexpr int kMaxSplits = 4096;
 // Shared-memory layout of a CTA with `kCols` columns, TG token groups and
 // kStages slots: the ring, reused after the main loop for the cluster
 // reduction's f32 partial tile.
-template <int kCols, int TG, int kStages>
+template <int kCols, int TG, int kStages, bool kSpans = false>
 struct Tile {
   static constexpr int kTokens = 8 * TG;
-  static constexpr int kBBytes = kRows * kCols * 2;
+  // A landing row of the span path holds the row's aligned-down span.
+  static constexpr int kBRowBytes = kSpans ? SkinnySpanChunks(kCols) * 16 : kCols * 2;
+  static constexpr int kBBytes = kRows * kBRowBytes;
   static constexpr int kABytes = kTokens * kARowBytes;
   static constexpr int kStageBytes = kBBytes + kABytes;
   static constexpr int kRedStride = kCols + 4;  // floats: a lane quad's 4 tokens on 4 bank groups
@@ -95,13 +114,13 @@ struct Tile {
 // its 32 clusters of 8 and took twice its one-wave time). So in a cluster
 // launch the ring keeps the one-group footprint and loses stages instead (at
 // least 3: two in flight). The depth never changes the arithmetic.
-template <int kCols, int TG, int kStages, int kMode>
+template <int kCols, int TG, int kStages, int kMode, bool kSpans = false>
 constexpr int RingStages() {
   if constexpr (kMode != 1 || TG == 1) {
     return kStages;
   } else {
-    constexpr int kFit =
-        kStages * Tile<kCols, 1, kStages>::kStageBytes / Tile<kCols, TG, kStages>::kStageBytes;
+    constexpr int kFit = kStages * Tile<kCols, 1, kStages, kSpans>::kStageBytes /
+                         Tile<kCols, TG, kStages, kSpans>::kStageBytes;
     return kFit < 3 ? 3 : (kFit > kStages ? kStages : kFit);
   }
 }
@@ -137,6 +156,13 @@ __device__ __forceinline__ void CopyStream4(uint32_t dst, const void* src, bool 
                "l"(src), "r"(ok ? 4 : 0), "l"(policy)
                : "memory");
 }
+// A span chunk: the first `bytes` (0-16) of 16 aligned bytes, zeros after.
+__device__ __forceinline__ void CopyStreamPrefix(uint32_t dst, const void* src, int bytes,
+                                                 uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(dst),
+               "l"(src), "r"(bytes), "l"(policy)
+               : "memory");
+}
 __device__ __forceinline__ void Copy16(uint32_t dst, const void* src, bool ok) {
   mma_tile::CpAsync16(dst, src, ok ? 16 : 0);
 }
@@ -147,14 +173,18 @@ __device__ __forceinline__ void CopyElement(uint32_t dst, const uint16_t* src, b
   asm volatile("st.shared.u16 [%0], %1;" ::"r"(dst), "h"(v) : "memory");
 }
 
-// kWidth: bytes per B copy (16, 4, or 2 = element loads). kMode: 0 = one
-// split, write C; 1 = splits in a cluster, added over DSMEM; 2 = splits to
-// workspace slabs.
+// kWidth for the span path: 16-byte copies of each row's aligned-down span.
+constexpr int kSpanWidth = 0;
+
+// kWidth: bytes per B copy (16, 4, 2 = element loads, or kSpanWidth). kMode:
+// 0 = one split, write C; 1 = splits in a cluster, added over DSMEM; 2 =
+// splits to workspace slabs.
 template <bool kBf16, int TG, int kCols, int kStages, int kWidth, int kMode>
 __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
     SkinnyStreamKernel(const Params p) {
-  using T = Tile<kCols, TG, kStages>;
-  static_assert(kWidth == 16 || kWidth == 4 || kWidth == 2);
+  constexpr bool kSpans = kWidth == kSpanWidth;
+  using T = Tile<kCols, TG, kStages, kSpans>;
+  static_assert(kWidth == 16 || kWidth == 4 || kWidth == 2 || kSpans);
   extern __shared__ __align__(128) uint8_t smem[];
 
   const int warp = threadIdx.x / 32;
@@ -186,7 +216,7 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
   // 64-bit addresses per stage was ~10 instructions per mma).
   // B: a pass of the CTA covers kWidth / 2 rows of the strip; thread x copies
   // column `bcol` of rows r0, r0 + kWidth / 2, ...
-  constexpr int kPerRow = kCols * 2 / kWidth;  // copies per row of the strip
+  constexpr int kPerRow = kCols * 2 / (kSpans ? 16 : kWidth);  // copies per row of the strip
   constexpr int kRowsPerPass = kCols / kPerRow;
   constexpr int kPerThread = kRows / kRowsPerPass;
   const int r0 = threadIdx.x / kPerRow;
@@ -196,6 +226,29 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
   const int64_t b_first = (kbeg + r0) * p.n + n0 + bcol;  // element offset at stage 0, copy 0
   const int64_t b_stage = int64_t{kRows} * p.n;           // ... per stage
   const int64_t b_pass = int64_t{kRowsPerPass} * p.n;     // ... per copy
+  // Spans: copy j of a thread is chunk `e % kSpanChunks` of stage row `e /
+  // kSpanChunks` (e = thread + j * kCols; the last j only for e < kSpanCopies):
+  // its aligned element offset at stage 0, its landing offset and how many of
+  // its bytes lie before the row's end, all the same in every stage.
+  constexpr int kSpanChunks = SkinnySpanChunks(kCols);
+  constexpr int kSpanCopies = kRows * kSpanChunks;
+  constexpr int kSpanPerThread = kSpans ? (kSpanCopies + kCols - 1) / kCols : 1;
+  int64_t span_first[kSpanPerThread];
+  uint32_t span_dst[kSpanPerThread];
+  int span_row[kSpanPerThread];    // stage row; kRows: no copy
+  int span_bytes[kSpanPerThread];  // 0-16
+  if constexpr (kSpans) {
+#pragma unroll
+    for (int j = 0; j < kSpanPerThread; ++j) {
+      const int e = threadIdx.x + j * kCols;
+      const int r = e / kSpanChunks, c = e % kSpanChunks;
+      const SkinnySpanChunk chunk = SkinnySpanChunkAt(kbeg + r, p.n, n0, c);
+      span_row[j] = e < kSpanCopies ? r : kRows;
+      span_first[j] = chunk.first;
+      span_dst[j] = r * T::kBRowBytes + c * 16;
+      span_bytes[j] = chunk.bytes;
+    }
+  }
   // A: tokens up to `a_groups` groups are copied (zeros past M): for TG >= 2
   // token groups are computed in pairs, so an odd live count copies one more.
   const int a_groups = TG == 1 ? live_groups : min(TG, (live_groups + 1) / 2 * 2);
@@ -225,18 +278,29 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
     // (16 or 32 per thread) unroll by 4, which keeps their addresses in
     // registers without spilling.
     constexpr int kUnroll = kWidth == 16 ? kPerThread : 4;
+    if constexpr (kSpans) {
+      const int64_t at = i * b_stage;
+#pragma unroll
+      for (int j = 0; j < kSpanPerThread; ++j) {
+        if (span_row[j] >= kRows) continue;
+        const int bytes = row0 + span_row[j] < rows ? span_bytes[j] : 0;
+        CopyStreamPrefix(sb + span_dst[j], bytes > 0 ? p.b + (span_first[j] + at) : p.b, bytes,
+                         policy);
+      }
+    } else {
 #pragma unroll kUnroll
-    for (int u = 0; u < kPerThread; ++u) {
-      const int r = r0 + u * kRowsPerPass;
-      const bool ok = bcol_ok && row0 + r < rows;
-      const uint32_t dst = sb + r * (kCols * 2) + (((bcol / 8) ^ (r % 8)) * 16) + (bcol % 8) * 2;
-      const uint16_t* src = ok ? p.b + (b_at + u * b_pass) : p.b;
-      if constexpr (kWidth == 16) {
-        CopyStream16(dst, src, ok, policy);
-      } else if constexpr (kWidth == 4) {
-        CopyStream4(dst, src, ok, policy);
-      } else {
-        CopyElement(dst, src, ok);
+      for (int u = 0; u < kPerThread; ++u) {
+        const int r = r0 + u * kRowsPerPass;
+        const bool ok = bcol_ok && row0 + r < rows;
+        const uint32_t dst = sb + r * (kCols * 2) + (((bcol / 8) ^ (r % 8)) * 16) + (bcol % 8) * 2;
+        const uint16_t* src = ok ? p.b + (b_at + u * b_pass) : p.b;
+        if constexpr (kWidth == 16) {
+          CopyStream16(dst, src, ok, policy);
+        } else if constexpr (kWidth == 4) {
+          CopyStream4(dst, src, ok, policy);
+        } else {
+          CopyElement(dst, src, ok);
+        }
       }
     }
     if (p.a_vec) {
@@ -259,22 +323,62 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
     }
   };
 
+  // Spans: the B^T fragment register q of tile j at step s holds n = 32 warp
+  // + 16j + g + 8 (q % 2), k = 16s + 8 (q / 2) + 2c and k + 1 (g = lane / 4, c
+  // = lane % 4): eight landing rows per lane, each at its own misalignment; their
+  // byte offsets in a stage (column 32 warp + g) are fixed for the whole K range.
+  uint32_t span_read[kSpans ? 2 : 1][2][2];  // [k16 step][k + 8][k + 1]
+  if constexpr (kSpans) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int o = 0; o < 2; ++o) {
+          const int r = 16 * s + 8 * h + 2 * (lane % 4) + o;
+          const int d = static_cast<int>(SkinnySpanMisalignment(kbeg + r, p.n, n0));
+          span_read[s][h][o] = r * T::kBRowBytes + 2 * (d + warp * 32 + lane / 4);
+        }
+      }
+    }
+  }
+
   // Stage in `slot`: two k16 steps over the warp's two n16 tiles.
   auto compute = [&](int slot) {
     const uint32_t sb = ring + slot * T::kStageBytes;
     const uint32_t sa = sb + T::kBBytes;
-    // ldmatrix.x4.trans: lanes 8q .. 8q + 7 address matrix q's 8 k rows; matrix
-    // q holds n (q % 2) * 8 .. + 7 and k (q / 2) * 8 .. + 7 of the tile, which
-    // makes the four registers the a0a1, a2a3, a4a5, a6a7 fragments of B^T.
     const int q = lane / 8, rr = lane % 8;
     uint32_t bfrag[2][2][4];  // [k16 step][n16 tile]
+    if constexpr (kSpans) {
+      // Two 16-bit loads per register (rows k and k + 1 at one n), low half k.
+      const uint8_t* stage = smem + slot * T::kStageBytes;
 #pragma unroll
-    for (int s = 0; s < 2; ++s) {
+      for (int s = 0; s < 2; ++s) {
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int r = s * 16 + (q / 2) * 8 + rr;
-        const int chunk = warp * 4 + j * 2 + q % 2;
-        LdMatrixX4Trans(bfrag[s][j], sb + r * (kCols * 2) + ((chunk ^ rr) * 16));
+        for (int j = 0; j < 2; ++j) {
+#pragma unroll
+          for (int x = 0; x < 4; ++x) {
+            const int col = 2 * (16 * j + 8 * (x % 2));
+            const uint32_t lo =
+                *reinterpret_cast<const uint16_t*>(stage + span_read[s][x / 2][0] + col);
+            const uint32_t hi =
+                *reinterpret_cast<const uint16_t*>(stage + span_read[s][x / 2][1] + col);
+            bfrag[s][j][x] = lo | (hi << 16);
+          }
+        }
+      }
+    } else {
+      // ldmatrix.x4.trans: lanes 8q .. 8q + 7 address matrix q's 8 k rows; matrix
+      // q holds n (q % 2) * 8 .. + 7 and k (q / 2) * 8 .. + 7 of the tile, which
+      // makes the four registers the a0a1, a2a3, a4a5, a6a7 fragments of B^T.
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int r = s * 16 + (q / 2) * 8 + rr;
+          const int chunk = warp * 4 + j * 2 + q % 2;
+          LdMatrixX4Trans(bfrag[s][j], sb + r * (kCols * 2) + ((chunk ^ rr) * 16));
+        }
       }
     }
     if constexpr (TG == 1) {
@@ -410,10 +514,11 @@ struct Launch {
 
 template <bool kBf16, int TG, int kCols, int kStages, int kWidth>
 cudaError_t LaunchTile(const Launch& l) {
+  constexpr bool kSpans = kWidth == kSpanWidth;
   const dim3 grid(static_cast<unsigned>(CeilDiv(l.args->n, kCols)),
                   static_cast<unsigned>(l.plan.splits));
   if (l.plan.workspace) {
-    constexpr int kSmem = Tile<kCols, TG, kStages>::kSmemBytes;
+    constexpr int kSmem = Tile<kCols, TG, kStages, kSpans>::kSmemBytes;
     constexpr auto kKernel = &SkinnyStreamKernel<kBf16, TG, kCols, kStages, kWidth, 2>;
     cudaError_t err = EnsureSmemLimit<kKernel>(kSmem);
     if (err != cudaSuccess) return err;
@@ -425,15 +530,15 @@ cudaError_t LaunchTile(const Launch& l) {
                              l.plan.splits, l.args->c, l.stream);
   }
   if (l.plan.splits == 1) {
-    constexpr int kSmem = Tile<kCols, TG, kStages>::kSmemBytes;
+    constexpr int kSmem = Tile<kCols, TG, kStages, kSpans>::kSmemBytes;
     constexpr auto kKernel = &SkinnyStreamKernel<kBf16, TG, kCols, kStages, kWidth, 0>;
     const cudaError_t err = EnsureSmemLimit<kKernel>(kSmem);
     if (err != cudaSuccess) return err;
     kKernel<<<grid, kCols, kSmem, l.stream>>>(l.params);
     return cudaGetLastError();
   }
-  constexpr int kRing = RingStages<kCols, TG, kStages, 1>();
-  constexpr int kSmem = Tile<kCols, TG, kRing>::kSmemBytes;
+  constexpr int kRing = RingStages<kCols, TG, kStages, 1, kSpans>();
+  constexpr int kSmem = Tile<kCols, TG, kRing, kSpans>::kSmemBytes;
   constexpr auto kKernel = &SkinnyStreamKernel<kBf16, TG, kCols, kRing, kWidth, 1>;
   const cudaError_t err = EnsureSmemLimit<kKernel>(kSmem);
   if (err != cudaSuccess) return err;
@@ -488,6 +593,17 @@ template <bool kBf16, int TG>
 cudaError_t LaunchGroups(const Launch& l, const SkinnyStreamConfig& config) {
   const LaunchArgs& args = *l.args;
   if (args.n % 8 == 0 && Aligned(args.b, 16)) return LaunchConfig<kBf16, TG, 16>(l, config);
+  if (config.spans && Aligned(args.b, 16)) {
+    // The span path is built for the span config at one and two token groups.
+    if constexpr (TG <= 2) {
+      if (config.columns == kSkinnyStreamRagged.columns &&
+          config.stages == kSkinnyStreamRagged.stages) {
+        return LaunchTile<kBf16, TG, kSkinnyStreamRagged.columns, kSkinnyStreamRagged.stages,
+                          kSpanWidth>(l);
+      }
+    }
+    return cudaErrorInvalidValue;
+  }
   if (args.n % 2 == 0 && Aligned(args.b, 4)) return LaunchConfig<kBf16, TG, 4>(l, config);
   return LaunchConfig<kBf16, TG, 2>(l, config);
 }
@@ -506,6 +622,13 @@ cudaError_t LaunchDefault(const LaunchArgs& args, cudaStream_t stream) {
 }
 size_t DefaultWorkspaceBytes(const LaunchArgs& args) {
   return SkinnyStreamWorkspaceBytes(args, kSkinnyStreamDefault);
+}
+cudaError_t LaunchRagged(const LaunchArgs& args, cudaStream_t stream) {
+  if (SkinnyStreamRaggedUnsupportedReason(args) != nullptr) return cudaErrorInvalidValue;
+  return LaunchSkinnyStream(args, kSkinnyStreamRagged, stream);
+}
+size_t RaggedWorkspaceBytes(const LaunchArgs& args) {
+  return SkinnyStreamWorkspaceBytes(args, kSkinnyStreamRagged);
 }
 cudaError_t LaunchWide(const LaunchArgs& args, cudaStream_t stream) {
   return LaunchSkinnyStream(args, kSkinnyStreamWide, stream);
@@ -587,8 +710,21 @@ cudaError_t LaunchSkinnyStream(const LaunchArgs& args, const SkinnyStreamConfig&
   }
 }
 
+const char* SkinnyStreamRaggedUnsupportedReason(const LaunchArgs& args) {
+  if (!DimsInRange(args)) return "M, N and K must be in [1, 2^31)";
+  if (args.dtype != DType::kF16 && args.dtype != DType::kBF16) return "dtype must be f16 or bf16";
+  if (args.n % 8 == 0) return "N % 8 == 0 takes the default config's path (raced as skinny)";
+  if (args.m > kSkinnyStreamRaggedMaxM) return "M must be at most 16 (one or two token groups)";
+  if (args.a == nullptr || args.b == nullptr || args.c == nullptr) return "null operand";
+  if (!Aligned(args.b, 16)) return "B must be 16-byte aligned (its row spans are 16-byte copies)";
+  return nullptr;
+}
+
 const Launcher kSkinnyStream = {"LaunchSkinnyStream", LaunchDefault, DefaultWorkspaceBytes};
 const Launcher kSkinnyStreamWideLauncher = {"LaunchSkinnyStreamWide", LaunchWide,
                                             WideWorkspaceBytes};
+const Launcher kSkinnyStreamRaggedLauncher = {"LaunchSkinnyStreamRagged", LaunchRagged,
+                                              RaggedWorkspaceBytes,
+                                              SkinnyStreamRaggedUnsupportedReason};
 
 }  // namespace arbiter::kernels

@@ -8,8 +8,11 @@
 // mma.sync m16n8k16, 8 tokens of A per instruction), K is split across CTAs until
 // one wave fills the SMs, and the splits are added in a fixed order (in a
 // thread-block cluster, or through workspace slabs). f16 and bf16 in, f32
-// accumulation, C in the input dtype; any N and K (ragged N with narrower
-// copies, nothing copied). sm_90 (clusters).
+// accumulation, C in the input dtype; any N and K, nothing copied: a ragged N
+// takes narrower copies (4-byte at even N, 2-byte elements at odd N), or, in the
+// span config (kSkinnyStreamRagged), 16-byte copies of each k row's aligned-down
+// span read back with 16-bit shared loads at the row's misalignment. sm_90
+// (clusters).
 // Plain C++ header: no device code, no absl.
 #pragma once
 
@@ -40,11 +43,17 @@ inline constexpr int64_t kSkinnyStreamMaxM = 64;
 //   the default config: not raced twice.)
 // From 17 rows on every config was slower than cuBLAS on every weight measured
 // (4-60%): not raced there.
+// - `skinny_ragged`, the span config (kSkinnyStreamRagged), at 1-16 rows of
+//   every N % 8 != 0 (odd N included, where the other configs fall back to
+//   element loads): raced against wgmma_ragged, cublas_padded and cuBLAS(Lt)
+//   there (run 5 of the results file has its first H200 figures).
 inline constexpr int64_t kSkinnyStreamRacedMaxM = 8;
 inline constexpr int64_t kSkinnyStreamRacedAlignN = 2;
 inline constexpr int64_t kSkinnyStreamWideRacedMinM = 9;
 inline constexpr int64_t kSkinnyStreamWideRacedMaxM = 16;
 inline constexpr int64_t kSkinnyStreamWideRacedAlignN = 8;
+// The span config is built for one and two token groups only.
+inline constexpr int64_t kSkinnyStreamRaggedMaxM = 16;
 
 // A member: the CTA's column strip, the depth of its ring and how the K splits
 // are planned and added. Only the combinations in kSkinnyStreamConfigs are
@@ -60,6 +69,9 @@ struct SkinnyStreamConfig {
   int ctas_per_sm = 2;  // CTAs per SM the split plan fills in one wave
   bool cluster = true;  // <= 8 splits added in a cluster; else (or more) workspace
   const char* name = "s128x6c2";  // for bench tables
+  // At N % 8 != 0 (B 16-byte aligned), B by 16-byte copies of each k row's
+  // aligned-down span (kSkinnyStreamRagged); else the narrower copies.
+  bool spans = false;
 };
 
 // The default (first) is s128x6c2: on the H200 (bench/results/skinny-h200.md,
@@ -79,6 +91,18 @@ inline constexpr SkinnyStreamConfig kSkinnyStreamDefault = kSkinnyStreamConfigs[
 // twice the warps per CTA for the tensor-core work of 9-16 rows, 4 stages of
 // 16 KiB of B each.
 inline constexpr SkinnyStreamConfig kSkinnyStreamWide = kSkinnyStreamConfigs[1];
+// The span config: the default's strips, ring and split plan (so the same
+// arithmetic and the same bits as the default at every shape), with a ragged N
+// moved in whole 16-byte copies. A k row of a strip starts at element kN + n0,
+// which is 16-byte aligned only when N % 8 == 0; each row's aligned-down span
+// (17 chunks of 16 bytes for 128 columns) lands in shared memory with its
+// misalignment d_k = (kN + n0) % 8 kept, and the mma fragments (two k at one
+// n per register) are read with 16-bit loads at element n - n0 + d_k, where
+// ldmatrix.trans would need 16-byte aligned rows. Bytes past B's row end
+// (n >= N) and rows past K land as zeros (cp.async src-size), so nothing is
+// read past B's last byte. M <= 16 (kSkinnyStreamRaggedMaxM), B 16-byte
+// aligned; at N % 8 == 0 it runs the default's 16-byte path.
+inline constexpr SkinnyStreamConfig kSkinnyStreamRagged = {128, 6, 2, true, "s128x6c2s", true};
 
 // How one launch divides K; a function of N, K, the SM count and the config
 // only (never of M), so a row of C is computed the same way whatever M is.
@@ -96,14 +120,23 @@ size_t SkinnyStreamWorkspaceBytes(const LaunchArgs& args, const SkinnyStreamConf
 
 // Enqueues the kernel(s) on `stream`. cudaErrorInvalidValue (nothing
 // launched) for a dtype other than f16/bf16, M outside [1, 64], N or K outside
-// [1, 2^31), null operands, too little workspace, or a config not built for
-// this dtype and N alignment; else the first launch error. Needs sm_90.
+// [1, 2^31), null operands, too little workspace, a config not built for
+// this dtype and N alignment, or the span config past 16 rows at a ragged N with
+// B 16-byte aligned; else the first launch error. Needs sm_90.
 cudaError_t LaunchSkinnyStream(const LaunchArgs& args, const SkinnyStreamConfig& config,
                                cudaStream_t stream);
 
-// The default config as a family Launcher, and the wide config.
+// Why the span config cannot serve these arguments as the registered ragged
+// member (nullptr: it can): N % 8 == 0 (the default's path, raced as `skinny`),
+// M past kSkinnyStreamRaggedMaxM, B not 16-byte aligned, or what
+// LaunchSkinnyStream refuses.
+const char* SkinnyStreamRaggedUnsupportedReason(const LaunchArgs& args);
+
+// The default config as a family Launcher, the wide config, and the span
+// config (declines what SkinnyStreamRaggedUnsupportedReason names).
 extern const Launcher kSkinnyStream;
 extern const Launcher kSkinnyStreamWideLauncher;
+extern const Launcher kSkinnyStreamRaggedLauncher;
 
 // Accuracy budget (engine/contract.h's formula): f32 accumulation in 16-wide
 // tensor-core steps, splits added in f32.

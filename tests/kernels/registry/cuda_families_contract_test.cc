@@ -28,6 +28,7 @@ std::vector<CandidateSpec> All() {
                                       kernels::MakeMmaTiledCandidate(), kernels::MakeGemvCandidate(),
                                       kernels::MakeSimtCandidate(), kernels::MakeSkinnyCandidate(),
                                       kernels::MakeSkinnyWideCandidate(),
+                                      kernels::MakeSkinnyRaggedCandidate(),
                                       kernels::MakeSplitKTinyCandidate(),
                                       kernels::MakeWgmmaRaggedCandidate()};
   for (CandidateSpec& s : kernels::MakeSplitkCandidate()) specs.push_back(std::move(s));
@@ -57,7 +58,8 @@ TEST(CudaFamilyContracts, DeterminismClaimsMatchTheKernels) {
       {"gemv", Determinism::kBatchInvariant},     {"simt", Determinism::kBatchInvariant},
       {"splitk", Determinism::kRunToRun},         {"skinny", Determinism::kBatchInvariant},
       {"skinny_wide", Determinism::kBatchInvariant}, {"splitk_atomic", Determinism::kNondeterministic},
-      {"splitk_tiny", Determinism::kRunToRun}, {"wgmma_ragged", Determinism::kBatchInvariant}};
+      {"splitk_tiny", Determinism::kRunToRun}, {"wgmma_ragged", Determinism::kBatchInvariant},
+      {"skinny_ragged", Determinism::kBatchInvariant}};
   for (const auto& [name, determinism] : expected) {
     for (const CandidateMember& m : Named(specs, name).members) {
       EXPECT_EQ(m.contract.determinism, determinism) << name << " " << m.contract;
@@ -69,7 +71,7 @@ TEST(CudaFamilyContracts, TensorCoreFamiliesTakeHalfTypesOnly) {
   const std::vector<CandidateSpec> specs = All();
   for (const char* name :
        {"mma_warp", "mma_tiled", "splitk", "splitk_atomic", "splitk_tiny", "gemv", "skinny",
-        "skinny_wide", "wgmma_ragged"}) {
+        "skinny_wide", "skinny_ragged", "wgmma_ragged"}) {
     const CandidateSpec& spec = Named(specs, name);
     EXPECT_NE(spec.Member(DType::kF16), nullptr) << name;
     EXPECT_NE(spec.Member(DType::kBF16), nullptr) << name;
@@ -105,6 +107,21 @@ TEST(CudaFamilyContracts, SkinnyWideCovers9To16RowsOfAlignedNOnSm90) {
     EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 8, 28672, 4096}).empty());
     EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 17, 4096, 4096}).empty());
     EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 30522, 768}).empty());
+  }
+}
+
+// skinny_ragged covers 1-16 rows, any N and K, on sm_90+; its launcher
+// declines N % 8 == 0 and a misaligned B, which no coverage field can say
+// (tests/kernels/skinny checks those refusals).
+TEST(CudaFamilyContracts, SkinnyRaggedCoversAtMost16RowsOnSm90) {
+  const std::vector<CandidateSpec> specs = All();
+  const CandidateSpec& ragged = Named(specs, "skinny_ragged");
+  for (const CandidateMember& m : ragged.members) {
+    EXPECT_EQ(m.contract.arch, "sm_90+");
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 8, 32001, 4096}).empty());
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 16, 50257, 768}).empty());
+    EXPECT_TRUE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 1, 30522, 767}).empty());
+    EXPECT_FALSE(CoverageGap(m.contract.shape, Problem{m.contract.dtype, 17, 32001, 4096}).empty());
   }
 }
 

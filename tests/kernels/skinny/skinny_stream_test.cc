@@ -4,8 +4,10 @@
 // reference on NaN-poisoned C; the launch geometry on M != N; every split plan
 // (one CTA per strip, cluster splits, workspace splits) and every built config;
 // and the determinism it claims (bitwise repeats, rows of C independent of M).
-// Skipped without an sm_90 GPU (the splits of a strip are added in a
-// thread-block cluster). The plan and refusal tests need no device.
+// The span config (kSkinnyStreamRagged) at ragged N: within budget, the same
+// bits as the default config, nothing read past B's last byte. Skipped without
+// an sm_90 GPU (the splits of a strip are added in a thread-block cluster). The
+// plan, span-coverage and refusal tests need no device.
 
 #include <algorithm>
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include "engine/contract.h"
 #include "engine/dtype.h"
 #include "engine/problem.h"
+#include "kernels/skinny/skinny_spans.h"
 #include "kernels/skinny/skinny_stream.h"
 #include "tests/kernels/common/device_gemm.h"
 
@@ -224,6 +227,151 @@ TEST_F(SkinnyStreamTest, LoadPathDoesNotChangeBits) {
   }
 }
 
+// The span config at ragged N, odd and even, M in {1, 3, 8, 13, 16}, K not a
+// multiple of 32 (and K % 8 != 0: A by elements), through the registered
+// launcher, with one CTA per strip, cluster splits and workspace splits.
+// DeviceGemm allocates B exactly, and at 8 x 1001 x 77, 13 x 50257 x 36 and
+// 16 x 333 x 2049 (K N % 8 = 5, 4, 5) B's last row ends inside a 16-byte chunk
+// at the very end of the allocation: compute-sanitizer (bench/skinny's device
+// script, the device call of run 5) sees any read past it.
+TEST_F(SkinnyStreamTest, SpanConfigMatchesReferenceAtRaggedN) {
+  const Shape shapes[] = {{1, 4097, 200},  {3, 30522, 40},  {8, 1001, 77},   {13, 50257, 36},
+                          {16, 333, 2049}, {16, 9, 4100},   {5, 130, 1000},  {16, 32001, 100},
+                          {1, 1, 33},      {11, 7, 65}};
+  uint64_t seed = 600;
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    for (const Shape& s : shapes) {
+      DeviceGemm g(Problem{dtype, s.m, s.n, s.k}, seed++);
+      for (int sm_count : {1, 8, sm_count_, 1 << 20}) {
+        ASSERT_TRUE(Run(g, kSkinnyStreamRagged, nullptr, sm_count));
+        EXPECT_TRUE(g.Matches(kBudget)) << kSkinnyStreamRagged.name << " at sm_count " << sm_count;
+      }
+      // The registered launcher, with the scratch it asks for (the largest
+      // plan above, sm_count 1 << 20, asked for at least as much).
+      LaunchArgs args = g.Args(sm_count_);
+      args.workspace_bytes = kSkinnyStreamRaggedLauncher.workspace_bytes(args);
+      ASSERT_LE(args.workspace_bytes, workspace_bytes_) << g.problem();
+      args.workspace = args.workspace_bytes > 0 ? workspace_ : nullptr;
+      ASSERT_EQ(kSkinnyStreamRaggedLauncher.unsupported(args), nullptr) << g.problem();
+      g.PoisonC();
+      ASSERT_EQ(kSkinnyStreamRaggedLauncher.launch(args, stream_), cudaSuccess) << g.problem();
+      CUDA_OK(cudaStreamSynchronize(stream_));
+      EXPECT_TRUE(g.Matches(kBudget)) << "registered launcher on " << g.problem();
+    }
+  }
+}
+
+// Small launches for compute-sanitizer memcheck (the device script runs this
+// one under it): B allocated exactly and K N % 8 = 5, 5, 5, 5, 1, so the last
+// row ends inside a 16-byte chunk at the very end of the allocation, with one
+// split, cluster splits and workspace splits.
+TEST_F(SkinnyStreamTest, SpanConfigReadsNothingPastTheEndOfB) {
+  const Shape shapes[] = {{8, 1001, 77}, {16, 333, 1025}, {1, 9, 5}, {13, 7, 3}, {3, 129, 2049}};
+  uint64_t seed = 700;
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    for (const Shape& s : shapes) {
+      ASSERT_NE(s.k * s.n % 8, 0);
+      DeviceGemm g(Problem{dtype, s.m, s.n, s.k}, seed++);
+      for (int sm_count : {sm_count_, 1 << 20}) {
+        ASSERT_TRUE(Run(g, kSkinnyStreamRagged, nullptr, sm_count));
+        EXPECT_TRUE(g.Matches(kBudget)) << "at sm_count " << sm_count;
+      }
+    }
+  }
+}
+
+// The span path feeds the mma the same B elements as the default config's
+// narrow copies under the same split plan: C bitwise the same (so the span
+// config is as deterministic and batch invariant as the default), A aligned
+// or not.
+TEST_F(SkinnyStreamTest, SpanPathGivesTheDefaultConfigsBits) {
+  const Shape shapes[] = {{16, 32001, 300}, {8, 30522, 768}, {1, 50257, 64}, {13, 1001, 4095}};
+  uint64_t seed = 650;
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    for (const Shape& s : shapes) {
+      DeviceGemm g(Problem{dtype, s.m, s.n, s.k}, seed++);
+      ASSERT_TRUE(Run(g));
+      const std::vector<uint8_t> narrow = g.DownloadC();
+      ASSERT_TRUE(Run(g, kSkinnyStreamRagged));
+      EXPECT_TRUE(g.Matches(kBudget));
+      EXPECT_TRUE(narrow == g.DownloadC()) << "span and narrow copies differ on " << g.problem();
+      ASSERT_TRUE(Run(g, kSkinnyStreamRagged, g.misaligned_a()));
+      EXPECT_TRUE(narrow == g.DownloadC()) << "misaligned A differs on " << g.problem();
+    }
+  }
+}
+
+// The span config plans like the default (the bitwise equality above rests on it).
+TEST(SkinnyStreamPlanTest, SpanConfigPlansLikeTheDefault) {
+  for (int64_t n : {1, 7, 1001, 30522, 32001, 50257}) {
+    for (int64_t k : {1, 77, 768, 4096, 65536}) {
+      for (int sms : {1, 8, 132}) {
+        const SkinnyStreamPlan a = MakeSkinnyStreamPlan(n, k, sms, kSkinnyStreamDefault);
+        const SkinnyStreamPlan b = MakeSkinnyStreamPlan(n, k, sms, kSkinnyStreamRagged);
+        EXPECT_EQ(a.splits, b.splits) << n << " " << k << " " << sms;
+        EXPECT_EQ(a.k_chunk, b.k_chunk) << n << " " << k << " " << sms;
+        EXPECT_EQ(a.workspace, b.workspace) << n << " " << k << " " << sms;
+      }
+    }
+  }
+}
+
+// The span copies, modelled on the CPU with the kernel's own arithmetic
+// (skinny_spans.h): for every strip of every k row, each chunk is 16-byte
+// aligned and reads nothing past B's last element; the landing row built from
+// the chunks holds B[k, n] at n - n0 + d_k for every column n < N of the strip
+// and zero for n >= N; and d_k is the same for a row in every 32-row stage of
+// every K split (the kernel computes its read offsets once).
+TEST(SkinnyStreamSpanTest, ChunksCoverEveryStripRowExactlyAndStayInsideB) {
+  constexpr int kCols = kSkinnyStreamRagged.columns;
+  constexpr int kChunks = SkinnySpanChunks(kCols);
+  ASSERT_EQ(kChunks * 8, kCols + 8);
+  const Shape shapes[] = {{1, 1, 5},    {1, 7, 33},    {1, 9, 40},     {1, 130, 17},
+                          {1, 333, 64}, {1, 1001, 77}, {1, 30522, 3}, {1, 32001, 9},
+                          {1, 50257, 5}, {1, 129, 1}};
+  for (const Shape& s : shapes) {
+    const int64_t elements = s.k * s.n;  // B allocated exactly
+    for (int64_t k = 0; k < s.k; ++k) {
+      for (int64_t n0 = 0; n0 < s.n; n0 += kCols) {
+        SCOPED_TRACE(::testing::Message() << "N=" << s.n << " K=" << s.k << " row " << k
+                                          << " strip " << n0);
+        // The landing row: element value = its offset in B + 1, 0 for zeros.
+        std::vector<int64_t> landed(kChunks * 8, -1);
+        for (int c = 0; c < kChunks; ++c) {
+          const SkinnySpanChunk chunk = SkinnySpanChunkAt(k, s.n, n0, c);
+          ASSERT_EQ(chunk.first % 8, 0);
+          ASSERT_GE(chunk.first, 0);
+          ASSERT_GE(chunk.bytes, 0);
+          ASSERT_LE(chunk.bytes, 16);
+          ASSERT_EQ(chunk.bytes % 2, 0);
+          if (chunk.bytes > 0) {
+            ASSERT_LE(chunk.first + chunk.bytes / 2, elements);
+          }
+          for (int e = 0; e < 8; ++e) {
+            landed[c * 8 + e] = e < chunk.bytes / 2 ? chunk.first + e + 1 : 0;
+          }
+        }
+        const int64_t d = SkinnySpanMisalignment(k, s.n, n0);
+        ASSERT_GE(d, 0);
+        ASSERT_LT(d, 8);
+        for (int64_t col = 0; col < kCols; ++col) {
+          const int64_t at = col + d;
+          ASSERT_LT(at, kChunks * 8);
+          if (n0 + col < s.n) {
+            ASSERT_EQ(landed[at], k * s.n + n0 + col + 1) << "column " << n0 + col;
+          } else {
+            ASSERT_EQ(landed[at], 0) << "column " << n0 + col << " past N";
+          }
+        }
+        for (int64_t stage_start : {int64_t{32}, int64_t{4096}, int64_t{65536}}) {
+          ASSERT_EQ(SkinnySpanMisalignment(stage_start + k, s.n, n0),
+                    SkinnySpanMisalignment(k % 32, s.n, 0));
+        }
+      }
+    }
+  }
+}
+
 // The plan never looks at M (its signature has none), keeps clusters portable
 // (<= 8 CTAs), gives each CTA whole 32-row stages and covers K exactly.
 TEST(SkinnyStreamPlanTest, SplitsCoverKInWholeStagesWithPortableClusters) {
@@ -273,6 +421,35 @@ TEST(SkinnyStreamLauncherTest, RefusesWhatItDoesNotCover) {
   // The bench-only configs (s256x6c1 here) are built for bf16 only.
   args.n = args.k = 64;
   EXPECT_EQ(LaunchSkinnyStream(args, kSkinnyStreamConfigs[3], nullptr), cudaErrorInvalidValue);
+}
+
+// The registered ragged member declines what it is not raced for, before any
+// CUDA call: N % 8 == 0, more than 16 rows, a B that is not 16-byte aligned;
+// and the span config is built for up to 16 rows at a ragged N.
+TEST(SkinnyStreamLauncherTest, RaggedMemberDeclinesAlignedNWideMAndMisalignedB) {
+  LaunchArgs args;
+  args.dtype = DType::kBF16;
+  args.a = args.b = reinterpret_cast<const void*>(uintptr_t{256});
+  args.c = reinterpret_cast<void*>(uintptr_t{256});
+  args.m = 16;
+  args.n = 32001;
+  args.k = 4096;
+  EXPECT_EQ(kSkinnyStreamRaggedLauncher.unsupported(args), nullptr);
+  args.n = 4096;
+  EXPECT_NE(kSkinnyStreamRaggedLauncher.unsupported(args), nullptr);
+  EXPECT_EQ(kSkinnyStreamRaggedLauncher.launch(args, nullptr), cudaErrorInvalidValue);
+  args.n = 30522;
+  args.m = 17;
+  EXPECT_NE(kSkinnyStreamRaggedLauncher.unsupported(args), nullptr);
+  EXPECT_EQ(kSkinnyStreamRaggedLauncher.launch(args, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(LaunchSkinnyStream(args, kSkinnyStreamRagged, nullptr), cudaErrorInvalidValue);
+  args.m = 1;
+  args.b = reinterpret_cast<const void*>(uintptr_t{256 + 8});
+  EXPECT_NE(kSkinnyStreamRaggedLauncher.unsupported(args), nullptr);
+  EXPECT_EQ(kSkinnyStreamRaggedLauncher.launch(args, nullptr), cudaErrorInvalidValue);
+  args.dtype = DType::kF32;
+  args.b = args.a;
+  EXPECT_NE(kSkinnyStreamRaggedLauncher.unsupported(args), nullptr);
 }
 
 }  // namespace
