@@ -156,11 +156,16 @@ __device__ __forceinline__ void CopyStream4(uint32_t dst, const void* src, bool 
                "l"(src), "r"(ok ? 4 : 0), "l"(policy)
                : "memory");
 }
-// A span chunk: the first `bytes` (0-16) of 16 aligned bytes, zeros after.
-__device__ __forceinline__ void CopyStreamPrefix(uint32_t dst, const void* src, int bytes,
-                                                 uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(dst),
-               "l"(src), "r"(bytes), "l"(policy)
+// A span chunk: the first `bytes` (0-16) of 16 aligned bytes, zeros after;
+// L1 bypassed. No L2 cache hint: in the first H200 run of the span kernels
+// (bench/results/skinny-h200.md, run 7) this copy with the evict-first hint
+// trapped (illegal instruction, one PC in the prologue) in warp 0 of every CTA
+// and in no other warp - warp 0 alone issues the fifth copy of a stage, the
+// one behind a branch - which matches a ptxas fault reported on sm_90 (an
+// LDGSTS reading its L2 policy descriptor from a uniform register that is
+// never set on that path). Until the SASS is checked, no hint here.
+__device__ __forceinline__ void CopyStreamPrefix(uint32_t dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes)
                : "memory");
 }
 __device__ __forceinline__ void Copy16(uint32_t dst, const void* src, bool ok) {
@@ -282,10 +287,10 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
       const int64_t at = i * b_stage;
 #pragma unroll
       for (int j = 0; j < kSpanPerThread; ++j) {
-        if (span_row[j] >= kRows) continue;
+        // Only the last copy can lie past the stage's chunks (warp-uniform).
+        if ((j + 1) * kCols > kSpanCopies && span_row[j] >= kRows) continue;
         const int bytes = row0 + span_row[j] < rows ? span_bytes[j] : 0;
-        CopyStreamPrefix(sb + span_dst[j], bytes > 0 ? p.b + (span_first[j] + at) : p.b, bytes,
-                         policy);
+        CopyStreamPrefix(sb + span_dst[j], bytes > 0 ? p.b + (span_first[j] + at) : p.b, bytes);
       }
     } else {
 #pragma unroll kUnroll

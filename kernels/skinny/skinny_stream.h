@@ -46,7 +46,7 @@ inline constexpr int64_t kSkinnyStreamMaxM = 64;
 // - `skinny_ragged`, the span config (kSkinnyStreamRagged), at 1-16 rows of
 //   every N % 8 != 0 (odd N included, where the other configs fall back to
 //   element loads): raced against wgmma_ragged, cublas_padded and cuBLAS(Lt)
-//   there (run 5 of the results file has its first H200 figures).
+//   there (run 7 of the results file: its first H200 call).
 inline constexpr int64_t kSkinnyStreamRacedMaxM = 8;
 inline constexpr int64_t kSkinnyStreamRacedAlignN = 2;
 inline constexpr int64_t kSkinnyStreamWideRacedMinM = 9;

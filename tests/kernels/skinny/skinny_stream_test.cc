@@ -232,8 +232,8 @@ TEST_F(SkinnyStreamTest, LoadPathDoesNotChangeBits) {
 // launcher, with one CTA per strip, cluster splits and workspace splits.
 // DeviceGemm allocates B exactly, and at 8 x 1001 x 77, 13 x 50257 x 36 and
 // 16 x 333 x 2049 (K N % 8 = 5, 4, 5) B's last row ends inside a 16-byte chunk
-// at the very end of the allocation: compute-sanitizer (bench/skinny's device
-// script, the device call of run 5) sees any read past it.
+// at the very end of the allocation (SpanConfigReadsNothingPastTheEndOfB is the
+// small one bench/skinny/ragged_device_run.sh runs under compute-sanitizer).
 TEST_F(SkinnyStreamTest, SpanConfigMatchesReferenceAtRaggedN) {
   const Shape shapes[] = {{1, 4097, 200},  {3, 30522, 40},  {8, 1001, 77},   {13, 50257, 36},
                           {16, 333, 2049}, {16, 9, 4100},   {5, 130, 1000},  {16, 32001, 100},
