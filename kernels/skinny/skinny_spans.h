@@ -30,9 +30,8 @@ ARBITER_SPAN_FN int64_t SkinnySpanMisalignment(int64_t row, int64_t n, int64_t n
 }
 
 // Chunk `chunk` of the span of B[row, n0..]: its first element (a multiple of
-// 8) and how many of its 16 bytes are copied. The copy stops at the end of B's
-// row `row` (the rest lands as zeros): columns n >= N are zero, and no byte
-// past B[K - 1, N - 1] is read for any row < K.
+// 8) and how many of its 16 bytes land from B. The copy stops at the end of B's
+// row `row` (the rest lands as zeros), so columns n >= N are zero.
 struct SkinnySpanChunk {
   int64_t first = 0;  // element offset of the chunk from B's start
   int bytes = 0;      // 0-16 bytes copied; zeros after them
@@ -44,6 +43,21 @@ ARBITER_SPAN_FN SkinnySpanChunk SkinnySpanChunkAt(int64_t row, int64_t n, int64_
   const int64_t left = row * n + n - c.first;  // elements of the row from the chunk on
   c.bytes = left <= 0 ? 0 : (left >= 8 ? 16 : static_cast<int>(2 * left));
   return c;
+}
+
+// How the kernel moves a chunk that starts at element `first` with `bytes` of
+// B in it, B holding `b_elements` elements: a cp.async of 16 bytes with
+// src-size `bytes` is not trusted to read fewer than its 16 (the H200's
+// compute-sanitizer reports the whole 16-byte window of a src-size-10 copy
+// as read: bench/results/skinny-h200.md, run 8), so a chunk whose window
+// crosses B's end - only the chunk holding B[K - 1, N - 1] when K N % 8 != 0,
+// or any chunk of a B under 8 elements - is moved by element loads of its
+// `bytes` and a 16-byte shared store (zeros after them). A chunk with no byte
+// of B is a src-size-0 copy from B's start: zeros, nothing read.
+enum class SkinnySpanCopy { kZeros, kCpAsync16, kElements };
+ARBITER_SPAN_FN SkinnySpanCopy SkinnySpanCopyOf(int64_t first, int bytes, int64_t b_elements) {
+  if (bytes <= 0) return SkinnySpanCopy::kZeros;
+  return first + 8 <= b_elements ? SkinnySpanCopy::kCpAsync16 : SkinnySpanCopy::kElements;
 }
 
 }  // namespace arbiter::kernels

@@ -47,8 +47,9 @@
 // As k_chunk and n0 are multiples of 32 and 128, d_k = (k % 32) N % 8 for a
 // stage row: the same in every stage and every CTA, so every landing offset is
 // computed once. A chunk's src-size stops at the end of its k row (zeros for n
-// >= N, and no byte read past B's end); rows past the CTA's range copy 0
-// bytes. ldmatrix needs 16-byte aligned rows, so the mma B^T fragments (two
+// >= N); rows past the CTA's range copy 0 bytes. The chunk that crosses B's
+// end is moved by element loads instead (memcheck counts a src-size-limited
+// cp.async's whole 16-byte window as read), so no byte past B's end is read. ldmatrix needs 16-byte aligned rows, so the mma B^T fragments (two
 // consecutive k at one n per register) come from 16-bit shared loads instead
 // (eight per mma instead of one ldmatrix.x4 per two). A load's 4 rows (lane % 4)
 // sit 2 * 272 / 4 = 136 words = 8 banks apart, each row's 8 columns (lane / 4)
@@ -168,6 +169,22 @@ __device__ __forceinline__ void CopyStreamPrefix(uint32_t dst, const void* src, 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes)
                : "memory");
 }
+// The span chunk that crosses B's end (skinny_spans.h, SkinnySpanCopyOf): its
+// first `bytes` (2-14) by 16-bit loads, zeros after, one 16-byte shared store;
+// nothing read past B[first + bytes / 2 - 1].
+__device__ __forceinline__ void CopySpanElements(uint32_t dst, const uint16_t* src, int bytes) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t lo = 4 * i < bytes ? __ldg(reinterpret_cast<const unsigned short*>(src + 2 * i)) : 0u;
+    const uint32_t hi =
+        4 * i + 2 < bytes ? __ldg(reinterpret_cast<const unsigned short*>(src + 2 * i + 1)) : 0u;
+    w[i] = lo | (hi << 16);
+  }
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(w[0]), "r"(w[1]),
+               "r"(w[2]), "r"(w[3])
+               : "memory");
+}
 __device__ __forceinline__ void Copy16(uint32_t dst, const void* src, bool ok) {
   mma_tile::CpAsync16(dst, src, ok ? 16 : 0);
 }
@@ -242,6 +259,7 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
   uint32_t span_dst[kSpanPerThread];
   int span_row[kSpanPerThread];    // stage row; kRows: no copy
   int span_bytes[kSpanPerThread];  // 0-16
+  const int64_t b_elements = p.k * p.n;
   if constexpr (kSpans) {
 #pragma unroll
     for (int j = 0; j < kSpanPerThread; ++j) {
@@ -290,7 +308,13 @@ __global__ void __launch_bounds__(kCols, kCols == 256 ? 2 : 4)
         // Only the last copy can lie past the stage's chunks (warp-uniform).
         if ((j + 1) * kCols > kSpanCopies && span_row[j] >= kRows) continue;
         const int bytes = row0 + span_row[j] < rows ? span_bytes[j] : 0;
-        CopyStreamPrefix(sb + span_dst[j], bytes > 0 ? p.b + (span_first[j] + at) : p.b, bytes);
+        const int64_t first = span_first[j] + at;
+        // Only the chunk that crosses B's end leaves the copy (a cold branch).
+        if (SkinnySpanCopyOf(first, bytes, b_elements) == SkinnySpanCopy::kElements) {
+          CopySpanElements(sb + span_dst[j], p.b + first, bytes);
+        } else {
+          CopyStreamPrefix(sb + span_dst[j], bytes > 0 ? p.b + first : p.b, bytes);
+        }
       }
     } else {
 #pragma unroll kUnroll

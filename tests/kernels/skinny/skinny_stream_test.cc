@@ -316,58 +316,95 @@ TEST(SkinnyStreamPlanTest, SpanConfigPlansLikeTheDefault) {
   }
 }
 
-// The span copies, modelled on the CPU with the kernel's own arithmetic
-// (skinny_spans.h): for every strip of every k row, each chunk is 16-byte
-// aligned and reads nothing past B's last element; the landing row built from
-// the chunks holds B[k, n] at n - n0 + d_k for every column n < N of the strip
-// and zero for n >= N; and d_k is the same for a row in every 32-row stage of
-// every K split (the kernel computes its read offsets once).
-TEST(SkinnyStreamSpanTest, ChunksCoverEveryStripRowExactlyAndStayInsideB) {
+// The span copies, modelled on the CPU as the kernel issues them (its own
+// arithmetic, skinny_spans.h): under the real split plan, each CTA computes a
+// chunk at its stage 0 and moves it by 32 rows a stage, with 0 bytes for rows
+// past its range, and SkinnySpanCopyOf picks the copy. A 16-byte cp.async is
+// taken to read its whole 16-byte window whatever its src-size (what
+// compute-sanitizer reported on the H200), element loads their bytes, a
+// zero-byte copy nothing: every read is 16-byte aligned where it is a copy and
+// inside B (allocated exactly). The landing row holds B[k, n] at n - n0 + d_k
+// (d_k computed once per CTA at stage 0) for n < N and zero for n >= N and for
+// rows past the CTA's range.
+TEST(SkinnyStreamSpanTest, IssuedChunksCoverEveryStripRowExactlyAndReadOnlyInsideB) {
   constexpr int kCols = kSkinnyStreamRagged.columns;
   constexpr int kChunks = SkinnySpanChunks(kCols);
+  constexpr int kRows = 32;
   ASSERT_EQ(kChunks * 8, kCols + 8);
-  const Shape shapes[] = {{1, 1, 5},    {1, 7, 33},    {1, 9, 40},     {1, 130, 17},
-                          {1, 333, 64}, {1, 1001, 77}, {1, 30522, 3}, {1, 32001, 9},
-                          {1, 50257, 5}, {1, 129, 1}};
+  const Shape shapes[] = {{1, 1, 5},     {1, 7, 33},     {1, 9, 40},     {1, 130, 17},
+                          {1, 333, 64},  {1, 1001, 77},  {1, 30522, 3},  {1, 32001, 9},
+                          {1, 50257, 5}, {1, 129, 1},    {1, 7, 1000},   {1, 333, 1025},
+                          {1, 3, 2},     {1, 129, 2049}, {1, 9, 5},      {1, 1001, 300}};
   for (const Shape& s : shapes) {
     const int64_t elements = s.k * s.n;  // B allocated exactly
-    for (int64_t k = 0; k < s.k; ++k) {
-      for (int64_t n0 = 0; n0 < s.n; n0 += kCols) {
-        SCOPED_TRACE(::testing::Message() << "N=" << s.n << " K=" << s.k << " row " << k
-                                          << " strip " << n0);
-        // The landing row: element value = its offset in B + 1, 0 for zeros.
-        std::vector<int64_t> landed(kChunks * 8, -1);
-        for (int c = 0; c < kChunks; ++c) {
-          const SkinnySpanChunk chunk = SkinnySpanChunkAt(k, s.n, n0, c);
-          ASSERT_EQ(chunk.first % 8, 0);
-          ASSERT_GE(chunk.first, 0);
-          ASSERT_GE(chunk.bytes, 0);
-          ASSERT_LE(chunk.bytes, 16);
-          ASSERT_EQ(chunk.bytes % 2, 0);
-          if (chunk.bytes > 0) {
-            ASSERT_LE(chunk.first + chunk.bytes / 2, elements);
+    int64_t element_copies = 0;
+    for (int sms : {1, 8, 132}) {
+      const SkinnyStreamPlan plan = MakeSkinnyStreamPlan(s.n, s.k, sms, kSkinnyStreamRagged);
+      ASSERT_EQ(plan.k_chunk % kRows, 0);
+      for (int split = 0; split < plan.splits; ++split) {
+        const int64_t kbeg = split * plan.k_chunk;
+        const int64_t rows = std::min(s.k, kbeg + plan.k_chunk) - kbeg;
+        const int64_t steps = rows > 0 ? (rows + kRows - 1) / kRows : 0;
+        for (int64_t n0 = 0; n0 < s.n; n0 += kCols) {
+          for (int64_t i = 0; i < steps; ++i) {
+            for (int r = 0; r < kRows; ++r) {
+              const int64_t k = kbeg + kRows * i + r;
+              SCOPED_TRACE(::testing::Message() << "N=" << s.n << " K=" << s.k << " sms " << sms
+                                                << " row " << k << " strip " << n0);
+              // The landing row: element value = its offset in B + 1, 0 for zeros.
+              std::vector<int64_t> landed(kChunks * 8, -1);
+              for (int c = 0; c < kChunks; ++c) {
+                const SkinnySpanChunk at0 = SkinnySpanChunkAt(kbeg + r, s.n, n0, c);
+                const int64_t first = at0.first + kRows * i * s.n;
+                const int bytes = kRows * i + r < rows ? at0.bytes : 0;
+                ASSERT_EQ(first % 8, 0);
+                ASSERT_GE(bytes, 0);
+                ASSERT_LE(bytes, 16);
+                ASSERT_EQ(bytes % 2, 0);
+                int64_t read_end = 0;  // elements read: [first, read_end)
+                switch (SkinnySpanCopyOf(first, bytes, elements)) {
+                  case SkinnySpanCopy::kZeros:
+                    ASSERT_EQ(bytes, 0);
+                    break;
+                  case SkinnySpanCopy::kCpAsync16:
+                    read_end = first + 8;
+                    break;
+                  case SkinnySpanCopy::kElements:
+                    ASSERT_GT(bytes, 0);
+                    read_end = first + bytes / 2;
+                    ++element_copies;
+                    break;
+                }
+                if (read_end > 0) {
+                  ASSERT_GE(first, 0);
+                  ASSERT_LE(read_end, elements) << "chunk " << c << " reads past B's end";
+                }
+                for (int e = 0; e < 8; ++e) {
+                  landed[c * 8 + e] = e < bytes / 2 ? first + e + 1 : 0;
+                }
+              }
+              const int64_t d = SkinnySpanMisalignment(kbeg + r, s.n, n0);
+              ASSERT_GE(d, 0);
+              ASSERT_LT(d, 8);
+              for (int64_t col = 0; col < kCols; ++col) {
+                const int64_t at = col + d;
+                ASSERT_LT(at, kChunks * 8);
+                if (kRows * i + r >= rows) {
+                  ASSERT_EQ(landed[at], 0) << "row past the CTA's range";
+                } else if (n0 + col < s.n) {
+                  ASSERT_EQ(landed[at], k * s.n + n0 + col + 1) << "column " << n0 + col;
+                } else {
+                  ASSERT_EQ(landed[at], 0) << "column " << n0 + col << " past N";
+                }
+              }
+            }
           }
-          for (int e = 0; e < 8; ++e) {
-            landed[c * 8 + e] = e < chunk.bytes / 2 ? chunk.first + e + 1 : 0;
-          }
-        }
-        const int64_t d = SkinnySpanMisalignment(k, s.n, n0);
-        ASSERT_GE(d, 0);
-        ASSERT_LT(d, 8);
-        for (int64_t col = 0; col < kCols; ++col) {
-          const int64_t at = col + d;
-          ASSERT_LT(at, kChunks * 8);
-          if (n0 + col < s.n) {
-            ASSERT_EQ(landed[at], k * s.n + n0 + col + 1) << "column " << n0 + col;
-          } else {
-            ASSERT_EQ(landed[at], 0) << "column " << n0 + col << " past N";
-          }
-        }
-        for (int64_t stage_start : {int64_t{32}, int64_t{4096}, int64_t{65536}}) {
-          ASSERT_EQ(SkinnySpanMisalignment(stage_start + k, s.n, n0),
-                    SkinnySpanMisalignment(k % 32, s.n, 0));
         }
       }
+    }
+    // K N % 8 != 0: the chunk holding B's last element crosses its end.
+    if (elements % 8 != 0) {
+      EXPECT_GT(element_copies, 0) << "N=" << s.n << " K=" << s.k;
     }
   }
 }
