@@ -4,6 +4,7 @@
 // budgets and coverage.
 #include "bench/transformer/candidates.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -228,10 +229,10 @@ LtPlan& LtFor(const LtShape& sh) {
     const uint32_t align = static_cast<uint32_t>(bytes);
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
   }
-  cublasLtMatmulHeuristicResult_t results[4] = {};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(g.lt_ranks));
   int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(g.lt, p.matmul, p.a, p.b, p.c, p.c, pref, 4,
-                                              results, &found));
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(g.lt, p.matmul, p.a, p.b, p.c, p.c, pref,
+                                              g.lt_ranks, results.data(), &found));
   for (int i = 0; i < found; ++i) {
     if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
     uint32_t scheme = 0;
@@ -364,16 +365,17 @@ std::vector<Candidate> Candidates() {
   const auto aligned = [](const Op& op) { return op.n % 8 == 0 && op.k % 8 == 0; };
   std::vector<Candidate> out;
   out.push_back({"cublas", 1e-4, 5e-6, any, Cublas});
-  for (int rank = 0; rank < 4; ++rank) {
+  for (int rank = 0; rank < std::max(g.lt_ranks, kLtRacedRanks); ++rank) {
     out.push_back({"cublaslt_h" + std::to_string(rank), 1e-4, 5e-6,
                    [rank](const Op& op) {
                      return rank < static_cast<int>(LtFor(Packed(op)).algos.size());
                    },
-                   [rank](const Op& op, cudaStream_t s) { CublasLt(op, rank, s); }});
+                   [rank](const Op& op, cudaStream_t s) { CublasLt(op, rank, s); },
+                   rank < kLtRacedRanks});
   }
   const auto ragged = [](const Op& op) { return op.n % 8 != 0 || op.k % 8 != 0; };
   out.push_back({"cublas_padded", 1e-4, 5e-6, ragged, PaddedKernel});
-  for (int rank = 0; rank < 4; ++rank) {
+  for (int rank = 0; rank < kLtRacedRanks; ++rank) {
     out.push_back({"cublaslt_padded_h" + std::to_string(rank), 1e-4, 5e-6,
                    [rank](const Op& op) { return PaddedLtCovers(op, rank, {}); },
                    [rank](const Op& op, cudaStream_t s) { PaddedLt(op, rank, {}, s); }});

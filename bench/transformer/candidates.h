@@ -38,9 +38,14 @@ struct Context {
   cublasLtHandle_t lt = nullptr;
   void* lt_workspace = nullptr;
   size_t lt_workspace_bytes = 64ull << 20;  // the daemon's per-stream cuBLASLt workspace
+  // cuBLASLt heuristic ranks asked for (--lt-ranks): the first kLtRacedRanks are
+  // what the daemon races (kernels/cublas/cublaslt_gemm.h); later ones are
+  // bench-only, to see what the heuristic's lower ranks would add.
+  int lt_ranks = 4;
   gc::Scratch workspace;
 };
 extern Context g;
+inline constexpr int kLtRacedRanks = 4;
 
 struct Candidate {
   std::string name;

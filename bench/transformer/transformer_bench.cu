@@ -28,7 +28,7 @@
 // per-candidate claims above); this one reads the shapes, times, and prints
 // the tables.
 //
-// usage: transformer_bench [--shapes FILE] [--reps N] [--only SUBSTR] [--quick]
+// usage: transformer_bench [--shapes FILE] [--reps N] [--only SUBSTR] [--quick] [--lt-ranks N]
 // Bench tool: CUDA errors exit on the spot, naming the call.
 
 #include <algorithm>
@@ -112,6 +112,9 @@ int main(int argc, char** argv) {
       only = argv[++i];
     } else if (!std::strcmp(argv[i], "--quick")) {
       quick = true;
+    } else if (!std::strcmp(argv[i], "--lt-ranks") && i + 1 < argc) {
+      // More cuBLASLt heuristic ranks, timed as bench-only candidates.
+      g.lt_ranks = std::min(64, std::max(kLtRacedRanks, std::atoi(argv[++i])));
     } else if (!std::strcmp(argv[i], "--no-claims")) {
       claims = false;
     } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
@@ -126,7 +129,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes FILE | --shape MxNxK:dtype ...] [--reps N] [--only SUBSTR] "
-                   "[--quick] [--no-claims]\n",
+                   "[--quick] [--no-claims] [--lt-ranks N]\n",
                    argv[0]);
       return 2;
     }
