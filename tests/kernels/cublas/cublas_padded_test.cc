@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,10 @@ const Case kCases[] = {
     {"f32", DType::kF32, 33, 1002, 250, 0, false},
     {"c_misaligned", DType::kF16, 31, 1001, 100, 2, false},
 };
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.kind << " " << c.m << "x" << c.n << "x" << c.k << " " << DTypeName(c.dtype);
+}
 
 bool IsPadded(const std::string& name) {
   return name == "cublas_padded" || name.rfind("cublaslt_padded_h", 0) == 0;

@@ -4,6 +4,7 @@
 #include "kernels/cublas/padded_plan.h"
 
 #include <cstdint>
+#include <ostream>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -22,6 +23,10 @@ const Case kCases[] = {
     {DType::kF16, 2047, 4095, 1023}, {DType::kF16, 1, 1, 1},       {DType::kF32, 33, 1002, 250},
     {DType::kF32, 7, 1000, 996},     {DType::kBF16, 8, 50257, 1024}, {DType::kF16, 128, 256, 512},
 };
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.m << "x" << c.n << "x" << c.k << " " << DTypeName(c.dtype);
+}
 
 int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
