@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <cublasLt.h>
@@ -102,64 +101,27 @@ void PaddedKernelV2(const Op& op, cudaStream_t s) {
   if (pad_c) CUDA_CHECK(k::LaunchPad2d(c_pad, op.m, op.n, np, op.c, op.m, op.n, 2, s));
 }
 
-// kernels/cublas/padded_plan.h, for 2-byte elements: which operands are
-// copied where. kCopyBack: A (ragged K) to M x Kp, B to Kp x Np, C through
-// M x Np; kDirect: A (ragged K) to M x Kp, B (ragged N) to K x Np, C in place,
-// K unpadded. `k_pad` (an experiment) keeps kDirect's C but pads K as kCopyBack does.
-struct PadPlan {
-  int64_t kp, np, gemm_k, b_rows;
-  bool copy_a, copy_b, copy_c;
-  size_t a_offset, b_offset, c_offset, bytes;
-};
-PadPlan Plan(const Op& op, bool direct, bool k_pad = false) {
-  PadPlan p{};
-  p.kp = RoundUp(op.k, 8);
-  p.np = RoundUp(op.n, 8);
-  const bool ragged_k = p.kp != op.k, ragged_n = p.np != op.n;
-  p.copy_a = ragged_k;
-  const bool pad_k = !direct || k_pad;
-  p.gemm_k = pad_k ? p.kp : op.k;
-  p.b_rows = p.gemm_k;
-  p.copy_b = pad_k ? (ragged_k || ragged_n) : ragged_n;
-  p.copy_c = !direct && ragged_n;
-  p.a_offset = 0;
-  p.b_offset = p.a_offset + (p.copy_a ? RoundUpBytes(op.m * p.kp * 2) : 0);
-  p.c_offset = p.b_offset + (p.copy_b ? RoundUpBytes(p.b_rows * p.np * 2) : 0);
-  p.bytes = p.c_offset + (p.copy_c ? RoundUpBytes(op.m * p.np * 2) : 0);
-  return p;
-}
-
-// A's and B's copies in one launch (k::LaunchPad2dBatch); sets *a, *b to what the GEMM reads.
-void CopyOperands(const Op& op, const PadPlan& plan, char* scratch, const void** a,
-                  const void** b, cudaStream_t s) {
+// kernels/cublas/cublas_padded.cc v3 (PaddedGemm, with kernels/cublas/padded_plan.h
+// for 2-byte elements): A (ragged K) to M x Kp and B to Kp x Np in one launch
+// (k::LaunchPad2dBatch), cuBLAS into M x Np, C's M x N copied back.
+void PaddedKernel(const Op& op, cudaStream_t s) {
+  const int64_t kp = RoundUp(op.k, 8), np = RoundUp(op.n, 8);
+  if (kp == op.k && np == op.n) return Cublas(op, s);
+  const bool pad_a = kp != op.k, pad_c = np != op.n;
+  const size_t a_bytes = pad_a ? RoundUpBytes(op.m * kp * 2) : 0;
+  const size_t b_bytes = RoundUpBytes(kp * np * 2);
+  const size_t c_bytes = pad_c ? RoundUpBytes(op.m * np * 2) : 0;
+  char* a_pad = static_cast<char*>(Workspace(a_bytes + b_bytes + c_bytes));
+  char* b_pad = a_pad + a_bytes;
+  char* c_pad = b_pad + b_bytes;
   k::Pad2dCopy copies[2];
   int count = 0;
-  *a = op.a;
-  *b = op.b;
-  if (plan.copy_a) {
-    copies[count++] = {op.a, op.m, op.k, op.k, scratch + plan.a_offset, op.m, plan.kp};
-    *a = scratch + plan.a_offset;
-  }
-  if (plan.copy_b) {
-    copies[count++] = {op.b, op.k, op.n, op.n, scratch + plan.b_offset, plan.b_rows, plan.np};
-    *b = scratch + plan.b_offset;
-  }
-  if (count > 0) CUDA_CHECK(k::LaunchPad2dBatch(copies, count, 2, s));
-}
-
-// kernels/cublas/cublas_padded.cc v3 (PaddedGemm): A and B in one launch, C copied back.
-void PaddedKernel(const Op& op, cudaStream_t s) {
-  const PadPlan plan = Plan(op, /*direct=*/false);
-  if (!plan.copy_a && !plan.copy_b) return Cublas(op, s);
-  char* scratch = static_cast<char*>(Workspace(plan.bytes));
-  const void *a, *b;
-  CopyOperands(op, plan, scratch, &a, &b, s);
-  void* c = plan.copy_c ? static_cast<void*>(scratch + plan.c_offset) : op.c;
-  GemmEx(op.dtype, op.m, plan.np, plan.gemm_k, a, plan.copy_a ? plan.kp : op.k, b, plan.np, c,
-         plan.np, s);
-  if (plan.copy_c) {
-    CUDA_CHECK(k::LaunchPad2d(c, op.m, op.n, plan.np, op.c, op.m, op.n, 2, s));
-  }
+  if (pad_a) copies[count++] = {op.a, op.m, op.k, op.k, a_pad, op.m, kp};
+  copies[count++] = {op.b, op.k, op.n, op.n, b_pad, kp, np};
+  CUDA_CHECK(k::LaunchPad2dBatch(copies, count, 2, s));
+  void* c = pad_c ? static_cast<void*>(c_pad) : op.c;
+  GemmEx(op.dtype, op.m, np, kp, pad_a ? a_pad : op.a, pad_a ? kp : op.k, b_pad, np, c, np, s);
+  if (pad_c) CUDA_CHECK(k::LaunchPad2d(c_pad, op.m, op.n, np, op.c, op.m, op.n, 2, s));
 }
 
 // An experiment: pad A and B only and let cuBLAS write C at its own ragged
@@ -190,27 +152,18 @@ struct LtPlan {
 };
 std::map<std::string, LtPlan> g_lt;
 
-// One row-major GEMM as cuBLASLt is asked for it (kernels/cublas/cublaslt_gemm.h's LtMatmul).
-struct LtShape {
-  DType dtype;
-  int64_t m, n, k, lda, ldb, ldc;
-  int align_a, align_b, align_c;  // bytes the preference promises
-};
-
-LtPlan& LtFor(const LtShape& sh) {
-  char key[256];
-  std::snprintf(key, sizeof key, "%d %ld %ld %ld %ld %ld %ld %d %d %d", static_cast<int>(sh.dtype),
-                static_cast<long>(sh.m), static_cast<long>(sh.n), static_cast<long>(sh.k),
-                static_cast<long>(sh.lda), static_cast<long>(sh.ldb), static_cast<long>(sh.ldc),
-                sh.align_a, sh.align_b, sh.align_c);
+LtPlan& LtFor(const Op& op) {
+  char key[128];
+  std::snprintf(key, sizeof key, "%d %ld %ld %ld", static_cast<int>(op.dtype),
+                static_cast<long>(op.m), static_cast<long>(op.n), static_cast<long>(op.k));
   auto it = g_lt.find(key);
   if (it != g_lt.end()) return it->second;
   LtPlan& p = g_lt[key];
-  const cudaDataType_t t = gc::CudaType(sh.dtype);
+  const cudaDataType_t t = gc::CudaType(op.dtype);
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, t, sh.n, sh.k, sh.ldb));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, t, sh.k, sh.m, sh.lda));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, t, sh.n, sh.m, sh.ldc));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, t, op.n, op.k, op.n));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, t, op.k, op.m, op.k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, t, op.n, op.m, op.n));
   cublasLtMatmulPreference_t pref;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -219,14 +172,13 @@ LtPlan& LtFor(const LtShape& sh) {
   const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof(reduction)));
-  // Lt's A is our B, Lt's B our A; C and D are one matrix.
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, int> aligns[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, sh.align_b},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, sh.align_a},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, sh.align_c},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, sh.align_c}};
-  for (const auto& [attr, bytes] : aligns) {
-    const uint32_t align = static_cast<uint32_t>(bytes);
+  const uintptr_t bits = reinterpret_cast<uintptr_t>(op.a) | reinterpret_cast<uintptr_t>(op.b) |
+                         reinterpret_cast<uintptr_t>(op.c) | 256;
+  const uint32_t align = static_cast<uint32_t>(bits & (~bits + 1));
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
   }
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(g.lt_ranks));
@@ -250,71 +202,11 @@ LtPlan& LtFor(const LtShape& sh) {
   return p;
 }
 
-int CommonAlignment(const Op& op) {
-  const uintptr_t bits = reinterpret_cast<uintptr_t>(op.a) | reinterpret_cast<uintptr_t>(op.b) |
-                         reinterpret_cast<uintptr_t>(op.c) | 256;
-  return static_cast<int>(bits & (~bits + 1));
-}
-
-// kernels/cublas/cublaslt_gemm.cc's RowAlignment: what every row is aligned to.
-int RowAlignment(const void* p, int64_t ld) {
-  const uintptr_t bits = reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(ld) * 2 | 256;
-  return static_cast<int>(bits & (~bits + 1));
-}
-
-LtShape Packed(const Op& op) {
-  const int align = CommonAlignment(op);
-  return {op.dtype, op.m, op.n, op.k, op.k, op.n, op.n, align, align, align};
-}
-
-void LtRun(const LtShape& sh, const void* a, const void* b, void* c, int rank, cudaStream_t s) {
-  LtPlan& p = LtFor(sh);
-  const float alpha = 1.f, beta = 0.f;
-  CUBLAS_CHECK(cublasLtMatmul(g.lt, p.matmul, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c,
-                              &p.algos[rank], g.lt_workspace, g.lt_workspace_bytes, s));
-}
-
 void CublasLt(const Op& op, int rank, cudaStream_t s) {
-  LtRun(Packed(op), op.a, op.b, op.c, rank, s);
-}
-
-// kernels/cublas/cublas_padded.cc's PaddedLtGemm: only the ragged operands
-// copied (one launch), C written in place at its own leading dim, the
-// preference promising each operand's row alignment. Experiments beside it:
-// `k_pad` (K zero-padded as cublas_padded does, B always copied) and
-// `ptr_align` (the preference promising the pointers' alignment, 256, as the
-// packed cublaslt_h candidates do, instead of the rows').
-struct PadLtVariant {
-  bool k_pad = false, ptr_align = false;
-};
-LtShape PaddedLtShape(const Op& op, const PadPlan& plan, PadLtVariant v) {
-  LtShape sh{op.dtype, op.m, op.n, plan.gemm_k, plan.copy_a ? plan.kp : op.k,
-             plan.copy_b ? plan.np : op.n, op.n, 256, 256, 256};
-  // The copies start 256-byte aligned (cudaMalloc'd scratch at 256-byte offsets).
-  const void* scratch = reinterpret_cast<const void*>(uintptr_t{256});
-  const int c_ptr = RowAlignment(op.c, 0);
-  if (v.ptr_align) {
-    sh.align_a = plan.copy_a ? 256 : RowAlignment(op.a, 0);
-    sh.align_b = plan.copy_b ? 256 : RowAlignment(op.b, 0);
-    sh.align_c = c_ptr;
-  } else {
-    sh.align_a = RowAlignment(plan.copy_a ? scratch : op.a, sh.lda);
-    sh.align_b = RowAlignment(plan.copy_b ? scratch : op.b, sh.ldb);
-    sh.align_c = RowAlignment(op.c, sh.ldc);
-  }
-  return sh;
-}
-bool PaddedLtCovers(const Op& op, int rank, PadLtVariant v) {
-  const PadPlan plan = Plan(op, /*direct=*/true, v.k_pad);
-  if (op.n % 8 == 0 && op.k % 8 == 0) return false;  // nothing ragged: declines
-  return rank < static_cast<int>(LtFor(PaddedLtShape(op, plan, v)).algos.size());
-}
-void PaddedLt(const Op& op, int rank, PadLtVariant v, cudaStream_t s) {
-  const PadPlan plan = Plan(op, /*direct=*/true, v.k_pad);
-  char* scratch = static_cast<char*>(Workspace(plan.bytes > 0 ? plan.bytes : 256));
-  const void *a, *b;
-  CopyOperands(op, plan, scratch, &a, &b, s);
-  LtRun(PaddedLtShape(op, plan, v), a, b, op.c, rank, s);
+  LtPlan& p = LtFor(op);
+  const float alpha = 1.f, beta = 0.f;
+  CUBLAS_CHECK(cublasLtMatmul(g.lt, p.matmul, &alpha, op.b, p.a, op.a, p.b, &beta, op.c, p.c,
+                              op.c, p.c, &p.algos[rank], g.lt_workspace, g.lt_workspace_bytes, s));
 }
 
 // A family through its Launcher (kernels/common/launch_args.h), with the scratch it asks for.
@@ -367,36 +259,14 @@ std::vector<Candidate> Candidates() {
   out.push_back({"cublas", 1e-4, 5e-6, any, Cublas});
   for (int rank = 0; rank < std::max(g.lt_ranks, kLtRacedRanks); ++rank) {
     out.push_back({"cublaslt_h" + std::to_string(rank), 1e-4, 5e-6,
-                   [rank](const Op& op) {
-                     return rank < static_cast<int>(LtFor(Packed(op)).algos.size());
-                   },
+                   [rank](const Op& op) { return rank < static_cast<int>(LtFor(op).algos.size()); },
                    [rank](const Op& op, cudaStream_t s) { CublasLt(op, rank, s); },
                    rank < kLtRacedRanks});
   }
   const auto ragged = [](const Op& op) { return op.n % 8 != 0 || op.k % 8 != 0; };
   out.push_back({"cublas_padded", 1e-4, 5e-6, ragged, PaddedKernel});
-  for (int rank = 0; rank < kLtRacedRanks; ++rank) {
-    out.push_back({"cublaslt_padded_h" + std::to_string(rank), 1e-4, 5e-6,
-                   [rank](const Op& op) { return PaddedLtCovers(op, rank, {}); },
-                   [rank](const Op& op, cudaStream_t s) { PaddedLt(op, rank, {}, s); }});
-  }
-  // Bench only: the padded path before this version, and experiments.
+  // Bench only: the padded path before v3, to compare in one run.
   out.push_back({"cublas_padded_v2", 1e-4, 5e-6, ragged, PaddedKernelV2, false});
-  for (int rank = 0; rank < 2; ++rank) {
-    PadLtVariant k_pad, ptr_align;
-    k_pad.k_pad = true;
-    ptr_align.ptr_align = true;
-    out.push_back({"cublaslt_padded_kpad_h" + std::to_string(rank), 1e-4, 5e-6,
-                   [rank, k_pad](const Op& op) { return PaddedLtCovers(op, rank, k_pad); },
-                   [rank, k_pad](const Op& op, cudaStream_t s) { PaddedLt(op, rank, k_pad, s); },
-                   false});
-    out.push_back({"cublaslt_padded_ptr_h" + std::to_string(rank), 1e-4, 5e-6,
-                   [rank, ptr_align](const Op& op) { return PaddedLtCovers(op, rank, ptr_align); },
-                   [rank, ptr_align](const Op& op, cudaStream_t s) {
-                     PaddedLt(op, rank, ptr_align, s);
-                   },
-                   false});
-  }
   out.push_back({"cublas_padded_v1", 1e-4, 5e-6, ragged, PaddedMemcpy2D, false});
   out.push_back({"cublas_padded_ab", 1e-4, 5e-6, ragged, PaddedAB, false});
   out.push_back({"wgmma_128x128", 1e-6, 1e-5, aligned, [](const Op& op, cudaStream_t s) {

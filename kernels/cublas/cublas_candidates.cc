@@ -14,9 +14,6 @@ namespace {
 
 constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
 
-// cublaslt_padded ranks registered (of LtAlgorithms::kRanks).
-constexpr int kPaddedLtRanks = LtAlgorithms::kRanks;
-
 // f32 accumulation in every member: error grows ~sqrt(K) relative to max|ref|
 // (measured ~1.4e-7 * sqrt(K) for f16 at K = 8192); the budgets leave >= 10x.
 AccuracyBudget Budget(DType dtype) {
@@ -82,27 +79,9 @@ CandidateSpec CublasPadded() {
   spec.description = "cublasGemmEx on copies padded to 16-byte leading dims, C copied back";
   for (DType dtype : kDTypes) {
     spec.members.push_back(
-        {Contract(dtype, absl::StrCat("cublasGemmEx(", DTypeName(dtype), ", padded to 8)")),
+        {Contract(dtype, absl::StrCat("cublasGemmEx(", DTypeName(dtype),
+                                      ", leading dims padded to 16 bytes)")),
          [](const GemmArgs& args) { return PaddedGemm(args); }});
-  }
-  return spec;
-}
-
-CandidateSpec CublasLtPadded(int rank, std::shared_ptr<LtAlgorithms> algorithms) {
-  CandidateSpec spec;
-  spec.name = absl::StrCat("cublaslt_padded_h", rank);
-  spec.version = 1;
-  spec.tier = 2;
-  spec.description = absl::StrCat(
-      "cublasLtMatmul, heuristic rank ", rank,
-      ", on aligned copies of the ragged operands, C written in place; declines aligned shapes");
-  for (DType dtype : kDTypes) {
-    spec.members.push_back(
-        {Contract(dtype, absl::StrCat("cublasLtMatmul(", DTypeName(dtype), ", padded A/B, heuristic[",
-                                      rank, "])")),
-         [rank, algorithms](const GemmArgs& args) {
-           return PaddedLtGemm(args, rank, *algorithms);
-         }});
   }
   return spec;
 }
@@ -115,10 +94,6 @@ std::vector<CandidateSpec> MakeCublasCandidates() {
   auto algorithms = std::make_shared<LtAlgorithms>();
   for (int rank = 0; rank < LtAlgorithms::kRanks; ++rank) out.push_back(CublasLt(rank, algorithms));
   out.push_back(CublasPadded());
-  auto padded_algorithms = std::make_shared<LtAlgorithms>();
-  for (int rank = 0; rank < kPaddedLtRanks; ++rank) {
-    out.push_back(CublasLtPadded(rank, padded_algorithms));
-  }
   return out;
 }
 

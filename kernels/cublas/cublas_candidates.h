@@ -7,10 +7,6 @@
 //                  heuristic does not offer declines with UNIMPLEMENTED.
 //   cublas_padded  leading dims padded to 16 bytes in scratch, then cublasGemmEx: avoids
 //                  the align-1 cliff (4095^3 bf16: ~1091 us against ~186 us aligned).
-//   cublaslt_padded_h0..3
-//                  only the ragged operands copied to aligned scratch, cublasLtMatmul's rank-r
-//                  algorithm for that layout writing C in place at its ragged leading dim: no
-//                  C pass (kernels/cublas/padded_plan.h). Declines shapes with nothing ragged.
 // All are run_to_run: cuBLAS repeats its result bitwise on one stream with a fixed workspace
 // (each stream has its own), but rows at small M differ from the same rows inside a large M,
 // so none is batch_invariant. The arch claim is sm_80+: bf16 needs sm_80, and it is what the

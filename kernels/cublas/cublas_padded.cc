@@ -2,7 +2,6 @@
 
 #include <cstdint>
 
-#include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_resources.h"
 #include "kernels/common/pad.h"
@@ -44,7 +43,7 @@ absl::Status CopyOperands(const GemmArgs& args, const PaddedPlan& plan, char* sc
 absl::Status PaddedGemm(const GemmArgs& args) {
   const Problem& p = args.problem;
   const cuda::StreamResources& res = cuda::Resources(args.stream);
-  const PaddedPlan plan = PlanPadded(p, PaddedOutput::kCopyBack);
+  const PaddedPlan plan = PlanPadded(p);
   if (plan.aligned()) {
     return RowMajorGemmEx(res, p.dtype, p.m, p.n, p.k, args.a, p.k, args.b, p.n, args.c, p.n);
   }
@@ -67,41 +66,6 @@ absl::Status PaddedGemm(const GemmArgs& args) {
     }
   }
   return absl::OkStatus();
-}
-
-absl::Status PaddedLtGemm(const GemmArgs& args, int rank, LtAlgorithms& algorithms) {
-  const Problem& p = args.problem;
-  const PaddedPlan plan = PlanPadded(p, PaddedOutput::kDirect);
-  if (plan.aligned()) {
-    return absl::UnimplementedError(
-        absl::StrCat(p.ToString(), ": nothing ragged to pad (the cublaslt_h candidates run it)"));
-  }
-  const size_t es = ElementSize(p.dtype);
-  LtMatmul mm;
-  mm.dtype = p.dtype;
-  mm.m = p.m;
-  mm.n = p.n;
-  mm.k = plan.gemm_k;
-  mm.c = args.c;
-  mm.ldc = p.n;
-  mm.lda = plan.copy_a ? plan.kp : p.k;
-  mm.ldb = plan.copy_b ? plan.np : p.n;
-  // The heuristic is asked before any copy: a decline costs no pass over memory.
-  // Alignments as the operands will be: the copies start 256-byte aligned.
-  char* scratch = nullptr;
-  if (plan.scratch_bytes > 0) {
-    ASSIGN_OR_RETURN(void* scratch_ptr, cuda::Scratch(args.stream, plan.scratch_bytes));
-    scratch = static_cast<char*>(scratch_ptr);
-  }
-  mm.a = plan.copy_a ? scratch + plan.a_offset : args.a;
-  mm.b = plan.copy_b ? scratch + plan.b_offset : args.b;
-  mm.align_a = RowAlignment(mm.a, mm.lda, es);
-  mm.align_b = RowAlignment(mm.b, mm.ldb, es);
-  mm.align_c = RowAlignment(mm.c, mm.ldc, es);
-  RETURN_IF_ERROR(algorithms.Offers(mm, cuda::Resources(args.stream), rank));
-  const void *a, *b;
-  RETURN_IF_ERROR(CopyOperands(args, plan, scratch, &a, &b));
-  return algorithms.Run(mm, cuda::Resources(args.stream), rank);
 }
 
 }  // namespace arbiter::cublas

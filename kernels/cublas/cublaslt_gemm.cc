@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_check.h"
@@ -36,55 +35,23 @@ struct LtDescriptors {
 
 }  // namespace
 
-int RowAlignment(const void* p, int64_t ld, size_t element_bytes) {
-  const uintptr_t bits = reinterpret_cast<uintptr_t>(p) |
-                         static_cast<uintptr_t>(ld) * element_bytes | 256;
-  return static_cast<int>(bits & (~bits + 1));
-}
-
 absl::Status LtAlgorithms::Run(const GemmArgs& args, int rank) {
   const Problem& p = args.problem;
-  LtMatmul mm;
-  mm.dtype = p.dtype;
-  mm.m = p.m;
-  mm.n = p.n;
-  mm.k = p.k;
-  mm.a = args.a;
-  mm.lda = p.k;
-  mm.b = args.b;
-  mm.ldb = p.n;
-  mm.c = args.c;
-  mm.ldc = p.n;
-  mm.align_a = mm.align_b = mm.align_c = CommonAlignment(args.a, args.b, args.c);
-  return Run(mm, cuda::Resources(args.stream), rank);
-}
-
-absl::Status LtAlgorithms::Run(const LtMatmul& mm, const cuda::StreamResources& res, int rank) {
-  return RunOrAsk(mm, res, rank, /*launch=*/true);
-}
-
-absl::Status LtAlgorithms::Offers(const LtMatmul& mm, const cuda::StreamResources& res,
-                                  int rank) {
-  return RunOrAsk(mm, res, rank, /*launch=*/false);
-}
-
-absl::Status LtAlgorithms::RunOrAsk(const LtMatmul& mm, const cuda::StreamResources& res,
-                                    int rank, bool launch) {
-  ASSIGN_OR_RETURN(cudaDataType_t type, CudaDataType(mm.dtype));
+  const cuda::StreamResources& res = cuda::Resources(args.stream);
+  ASSIGN_OR_RETURN(cudaDataType_t type, CudaDataType(p.dtype));
   if (rank < 0 || rank >= kRanks) {
     return absl::InvalidArgumentError(absl::StrCat("cuBLASLt heuristic rank ", rank));
   }
   LtDescriptors d;
   CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&d.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   // Roles swapped for row-major (see cublas_gemm.h): Lt's A is our B (n x k,
-  // ld ldb), Lt's B is our A (k x m, ld lda), C is our C^T (n x m, ld ldc).
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&d.a, type, mm.n, mm.k, mm.ldb));
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&d.b, type, mm.k, mm.m, mm.lda));
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&d.c, type, mm.n, mm.m, mm.ldc));
+  // ld n), Lt's B is our A (k x m, ld k), C is our C^T (n x m, ld n).
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&d.a, type, p.n, p.k, p.n));
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&d.b, type, p.k, p.m, p.k));
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&d.c, type, p.n, p.m, p.n));
 
-  const Key key{static_cast<int>(mm.dtype), mm.m,       mm.n,       mm.k,
-                mm.lda,                     mm.ldb,     mm.ldc,     mm.align_a,
-                mm.align_b,                 mm.align_c, res.lt_workspace_bytes};
+  const int alignment = CommonAlignment(args.a, args.b, args.c);
+  const Key key{static_cast<int>(p.dtype), p.m, p.n, p.k, alignment, res.lt_workspace_bytes};
   std::vector<cublasLtMatmulAlgo_t> algos;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -102,14 +69,11 @@ absl::Status LtAlgorithms::RunOrAsk(const LtMatmul& mm, const cuda::StreamResour
     const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
         d.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof(reduction)));
-    // Lt's A is our B and Lt's B our A; C and D are the same matrix.
-    const std::pair<cublasLtMatmulPreferenceAttributes_t, int> aligns[] = {
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, mm.align_b},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, mm.align_a},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, mm.align_c},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, mm.align_c}};
-    for (const auto& [attr, bytes] : aligns) {
-      const uint32_t align = static_cast<uint32_t>(bytes);
+    const uint32_t align = static_cast<uint32_t>(alignment);
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
       CUBLAS_RETURN_IF_ERROR(
           cublasLtMatmulPreferenceSetAttribute(d.pref, attr, &align, sizeof(align)));
     }
@@ -136,15 +100,13 @@ absl::Status LtAlgorithms::RunOrAsk(const LtMatmul& mm, const cuda::StreamResour
     cache_[key] = algos;
   }
   if (rank >= static_cast<int>(algos.size())) {
-    return absl::UnimplementedError(absl::StrCat(
-        "cuBLASLt heuristic offers ", algos.size(), " algorithms for ", mm.m, "x", mm.n, "x", mm.k,
-        " ", DTypeName(mm.dtype), " (ld ", mm.lda, "/", mm.ldb, "/", mm.ldc, ", aligned ",
-        mm.align_a, "/", mm.align_b, "/", mm.align_c, " bytes), rank ", rank, " asked"));
+    return absl::UnimplementedError(absl::StrCat("cuBLASLt heuristic offers ", algos.size(),
+                                                 " algorithms for ", p.ToString(), ", rank ",
+                                                 rank, " asked"));
   }
-  if (!launch) return absl::OkStatus();
   const float alpha = 1.0f, beta = 0.0f;
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(res.cublas_lt, d.matmul, &alpha, mm.b, d.a, mm.a, d.b,
-                                        &beta, mm.c, d.c, mm.c, d.c, &algos[rank],
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(res.cublas_lt, d.matmul, &alpha, args.b, d.a, args.a, d.b,
+                                        &beta, args.c, d.c, args.c, d.c, &algos[rank],
                                         res.lt_workspace, res.lt_workspace_bytes, res.stream));
   return absl::OkStatus();
 }

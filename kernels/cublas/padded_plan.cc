@@ -8,7 +8,7 @@ size_t RoundUpBytes(size_t v) { return (v + 255) / 256 * 256; }
 
 }  // namespace
 
-PaddedPlan PlanPadded(const Problem& p, PaddedOutput output) {
+PaddedPlan PlanPadded(const Problem& p) {
   PaddedPlan plan;
   plan.kp = RoundUp(p.k, PaddedAlignElements(p.dtype));
   plan.np = RoundUp(p.n, PaddedAlignElements(p.dtype));
@@ -19,16 +19,10 @@ PaddedPlan PlanPadded(const Problem& p, PaddedOutput output) {
   }
   const size_t es = ElementSize(p.dtype);
   plan.copy_a = ragged_k;  // A's leading dim is K
-  if (output == PaddedOutput::kCopyBack) {
-    plan.gemm_k = plan.kp;
-    plan.copy_b = true;  // either its row count (Kp) or its leading dim (Np) changes
-    plan.b_rows = plan.kp;
-    plan.copy_c = ragged_n;  // C's leading dim is N
-  } else {
-    plan.gemm_k = p.k;
-    plan.copy_b = ragged_n;  // B's leading dim is N; its rows stay K
-    plan.b_rows = p.k;
-  }
+  plan.gemm_k = plan.kp;
+  plan.copy_b = true;  // either its row count (Kp) or its leading dim (Np) changes
+  plan.b_rows = plan.kp;
+  plan.copy_c = ragged_n;  // C's leading dim is N
   plan.a_bytes = plan.copy_a ? static_cast<size_t>(p.m * plan.kp) * es : 0;
   plan.b_bytes = plan.copy_b ? static_cast<size_t>(plan.b_rows * plan.np) * es : 0;
   plan.c_bytes = plan.copy_c ? static_cast<size_t>(p.m * plan.np) * es : 0;

@@ -1,19 +1,12 @@
-// Where cublas_padded and cublaslt_padded put their aligned copies: which
-// operands are copied, at which leading dims, at which offsets of the
-// stream's scratch, and how many scratch bytes the candidate asks for (and
-// so declares). A pure function of the problem: tested with no device.
+// Where cublas_padded puts its aligned copies: which operands are copied, at
+// which leading dims, at which offsets of the stream's scratch, and how many
+// scratch bytes the candidate asks for (and so declares). A pure function of
+// the problem: tested with no device.
 //
 // Kp, Np: K and N rounded up to 16 bytes of elements (8 f16/bf16, 4 f32).
-// Two outputs:
-//   kCopyBack (cublas_padded, cublasGemmEx): A to M x Kp when K != Kp, B
-//     always to Kp x Np (zero rows and columns added, which add nothing to the
-//     sums), C computed as M x Np in scratch and its M x N copied back.
-//   kDirect (cublaslt_padded, cuBLASLt): only what is ragged is copied, and
-//     nothing is zero-padded in K: A to M x Kp when K != Kp (the pad columns
-//     never read: the GEMM's K stays K), B to K x Np when N != Np,
-//     and C written in place at its own leading dim N - the main loop reads
-//     aligned rows, only the epilogue stores narrow ones. No C pass at all, and
-//     no B pass when only K is ragged.
+// A is copied to M x Kp when K != Kp; B always to Kp x Np (zero rows and
+// columns added, which add nothing to the sums); the GEMM runs M x Np x Kp,
+// into an M x Np C in scratch when N != Np, whose M x N is then copied back.
 // Thread-safe: no state.
 #pragma once
 
@@ -24,13 +17,11 @@
 
 namespace arbiter::cublas {
 
-enum class PaddedOutput { kCopyBack, kDirect };
-
 struct PaddedPlan {
   int64_t kp = 0, np = 0;  // K and N rounded up to PaddedAlignElements: the copies' leading dims
-  int64_t gemm_k = 0;      // the K the GEMM runs: kp (kCopyBack) or k (kDirect)
+  int64_t gemm_k = 0;      // the K the GEMM runs: kp (k itself when nothing is ragged)
   bool copy_a = false, copy_b = false, copy_c = false;
-  int64_t b_rows = 0;  // rows of B's copy: kp (kCopyBack) or k (kDirect)
+  int64_t b_rows = 0;  // rows of B's copy: kp
   // Offsets into the scratch (multiples of 256 bytes, so every copy starts
   // 16-byte aligned); an operand not copied takes no bytes.
   size_t a_offset = 0, b_offset = 0, c_offset = 0;
@@ -48,6 +39,6 @@ inline int64_t PaddedAlignElements(DType dtype) {
   return 16 / static_cast<int64_t>(ElementSize(dtype));
 }
 
-PaddedPlan PlanPadded(const Problem& p, PaddedOutput output);
+PaddedPlan PlanPadded(const Problem& p);
 
 }  // namespace arbiter::cublas

@@ -1,17 +1,13 @@
-// The padded cuBLAS candidates (cublas_padded: C copied back; cublaslt_padded_h*:
-// C written in place) and the pad kernel under them, on the device. Operands
-// and C are allocated at their exact sizes (cudaMalloc, no pool slack), so a
-// read or write past any of them shows under compute-sanitizer; C is poisoned
-// with NaN before every run, so an element left unwritten fails. Shapes: ragged
-// N, ragged K, both, odd M, f32 rows, a C that is not 16-byte aligned.
-// Skips (saying so) without a GPU.
+// cublas_padded (kernels/cublas/cublas_padded.h) and the pad kernel under it,
+// on the device. Operands and C are allocated at their exact sizes
+// (cudaMalloc, no pool slack), so a read or write past any of them shows under
+// compute-sanitizer; C is poisoned with NaN before every run, so an element
+// left unwritten fails. Shapes: ragged N, ragged K, both, odd M, f32 rows, a C
+// that is not 16-byte aligned. Skips (saying so) without a GPU.
 #include <cinttypes>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <ostream>
-#include <string>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -82,40 +78,33 @@ struct Case {
   DType dtype;
   int64_t m, n, k;
   size_t c_offset;  // bytes C starts past a 256-byte boundary
-  // cublaslt_padded_h0 must not decline: the shapes the padded path is for
-  // (elsewhere the heuristic may offer nothing, and the candidate declines).
-  bool lt_must_serve;
 };
 
 const Case kCases[] = {
-    {"ragged_n", DType::kF16, 65, 1001, 256, 0, true},
-    {"ragged_n_even", DType::kBF16, 40, 30522, 72, 0, true},
-    {"ragged_k", DType::kBF16, 64, 256, 1001, 0, true},
-    {"ragged_both", DType::kBF16, 77, 333, 2049, 0, true},
-    {"odd_m", DType::kF16, 129, 4095, 1023, 0, true},
-    {"one", DType::kF16, 1, 1, 1, 0, false},
-    {"f32", DType::kF32, 33, 1002, 250, 0, false},
-    {"c_misaligned", DType::kF16, 31, 1001, 100, 2, false},
+    {"ragged_n", DType::kF16, 65, 1001, 256, 0},
+    {"ragged_n_even", DType::kBF16, 40, 30522, 72, 0},
+    {"ragged_k", DType::kBF16, 64, 256, 1001, 0},
+    {"ragged_both", DType::kBF16, 77, 333, 2049, 0},
+    {"odd_m", DType::kF16, 129, 4095, 1023, 0},
+    {"one", DType::kF16, 1, 1, 1, 0},
+    {"f32", DType::kF32, 33, 1002, 250, 0},
+    {"c_misaligned", DType::kF16, 31, 1001, 100, 2},
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.kind << " " << c.m << "x" << c.n << "x" << c.k << " " << DTypeName(c.dtype);
 }
 
-bool IsPadded(const std::string& name) {
-  return name == "cublas_padded" || name.rfind("cublaslt_padded_h", 0) == 0;
-}
-
 class CublasPaddedTest : public ::testing::TestWithParam<Case> {};
 
-TEST_P(CublasPaddedTest, EveryPaddedPathMatchesTheReferenceOnPoisonedExactC) {
+TEST_P(CublasPaddedTest, MatchesTheReferenceOnPoisonedExactC) {
   SETUP_OR_SKIP(env);
   const Case& c = GetParam();
   const Problem p{c.dtype, c.m, c.n, c.k};
   std::vector<unsigned char> a_host(p.a_bytes()), b_host(p.b_bytes());
   FillRandom(p.dtype, a_host.data(), p.m * p.k, 17 + c.m);
   FillRandom(p.dtype, b_host.data(), p.k * p.n, 29 + c.n);
-  // The reference from the backend's buffers; the candidates run on exact ones.
+  // The reference from the backend's buffers; the candidate runs on exact ones.
   auto ref_a = env->backend->Allocate(p.a_bytes());
   auto ref_b = env->backend->Allocate(p.b_bytes());
   ASSERT_TRUE(ref_a.ok() && ref_b.ok());
@@ -131,36 +120,31 @@ TEST_P(CublasPaddedTest, EveryPaddedPathMatchesTheReferenceOnPoisonedExactC) {
   ASSERT_EQ(cudaMemcpy(b.get(), b_host.data(), b_host.size(), cudaMemcpyHostToDevice), cudaSuccess);
   const cudaStream_t s = cuda::Resources(env->stream.get()).stream;
 
-  int checked = 0;
-  for (const CandidateSpec& spec : env->candidates) {
-    if (!IsPadded(spec.name)) continue;
-    const CandidateMember* member = spec.Member(p.dtype);
-    ASSERT_NE(member, nullptr) << spec.name;
-    for (int run = 0; run < 2; ++run) {  // the second run: cached heuristic, reused scratch
-      ASSERT_EQ(cudaMemsetAsync(out.get(), 0xff, p.c_bytes(), s), cudaSuccess);  // NaN in every dtype
-      const absl::Status status = member->run(GemmArgs{p, a.get(), b.get(), out.get(), env->stream.get()});
-      const bool must_serve =
-          spec.name == "cublas_padded" || (spec.name == "cublaslt_padded_h0" && c.lt_must_serve);
-      if (absl::IsUnimplemented(status) && !must_serve) {
-        std::printf("CHECK %-20s %-24s DECLINED (%s)\n", spec.name.c_str(), p.ToString().c_str(),
-                    std::string(status.message()).c_str());
-        break;  // a heuristic rank not offered
-      }
-      ASSERT_TRUE(status.ok()) << spec.name << " on " << p << ": " << status;
-      std::vector<unsigned char> got(p.c_bytes());
-      ASSERT_EQ(cudaMemcpyAsync(got.data(), out.get(), got.size(), cudaMemcpyDeviceToHost, s),
-                cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-      const OracleReport report = CheckOutput(p, member->contract.accuracy, got.data(), ref);
-      std::printf("CHECK %-20s %-24s run %d %s max_abs=%.3g max_rel=%.3g nonfinite=%" PRId64 "\n",
-                  spec.name.c_str(), p.ToString().c_str(), run, report.pass ? "PASS" : "FAIL",
-                  report.max_abs_error, report.max_rel_error, report.nonfinite);
-      EXPECT_TRUE(report.pass) << spec.name << " on " << p << " (" << c.kind << "): "
-                               << report.detail << " (nonfinite " << report.nonfinite << ")";
-      ++checked;
-    }
+  const CandidateSpec* spec = nullptr;
+  for (const CandidateSpec& candidate : env->candidates) {
+    if (candidate.name == "cublas_padded") spec = &candidate;
   }
-  EXPECT_GE(checked, c.lt_must_serve ? 4 : 2) << "cublas_padded and cublaslt_padded_h0, twice each";
+  ASSERT_NE(spec, nullptr) << "cublas_padded is not registered";
+  const CandidateMember* member = spec->Member(p.dtype);
+  ASSERT_NE(member, nullptr);
+  for (int run = 0; run < 2; ++run) {  // the second run reuses the stream's scratch
+    ASSERT_EQ(cudaMemsetAsync(out.get(), 0xff, p.c_bytes(), s), cudaSuccess);  // NaN in every dtype
+    const absl::Status status =
+        member->run(GemmArgs{p, a.get(), b.get(), out.get(), env->stream.get()});
+    ASSERT_TRUE(status.ok()) << "cublas_padded on " << p << ": " << status;
+    std::vector<unsigned char> got(p.c_bytes());
+    ASSERT_EQ(cudaMemcpyAsync(got.data(), out.get(), got.size(), cudaMemcpyDeviceToHost, s),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    const OracleReport report = CheckOutput(p, member->contract.accuracy, got.data(), ref);
+    std::printf("CHECK cublas_padded %-24s run %d %s max_abs=%.3g max_rel=%.3g nonfinite=%" PRId64
+                "\n",
+                p.ToString().c_str(), run, report.pass ? "PASS" : "FAIL", report.max_abs_error,
+                report.max_rel_error, report.nonfinite);
+    EXPECT_TRUE(report.pass) << "cublas_padded on " << p << " (" << c.kind
+                             << "): " << report.detail << " (nonfinite " << report.nonfinite
+                             << ")";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CublasPaddedTest, ::testing::ValuesIn(kCases),
@@ -169,18 +153,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CublasPaddedTest, ::testing::ValuesIn(kCases),
                            return absl::StrCat(c.kind, "_", c.m, "x", c.n, "x", c.k, "_",
                                                DTypeName(c.dtype));
                          });
-
-TEST(CublasPaddedTest, LtPaddedDeclinesAlignedShapes) {
-  SETUP_OR_SKIP(env);
-  const Problem p{DType::kF16, 64, 256, 128};
-  Exact a(p.a_bytes()), b(p.b_bytes()), out(p.c_bytes());
-  for (const CandidateSpec& spec : env->candidates) {
-    if (spec.name.rfind("cublaslt_padded_h", 0) != 0) continue;
-    const absl::Status status =
-        spec.Member(p.dtype)->run(GemmArgs{p, a.get(), b.get(), out.get(), env->stream.get()});
-    EXPECT_TRUE(absl::IsUnimplemented(status)) << spec.name << ": " << status;
-  }
-}
 
 // The pad kernel alone: three copies in one launch - 2-byte rows of odd width
 // from a source 2 bytes off (every row misalignment, the element-before path

@@ -1,11 +1,11 @@
-// PlanPadded (kernels/cublas/padded_plan.h) with no device: the scratch the
-// padded candidates ask for covers every copy they make, copies never
-// overlap and start 16-byte aligned, and only ragged operands are copied.
+// PlanPadded (kernels/cublas/padded_plan.h) with no device: the scratch
+// cublas_padded asks for covers every copy it makes, copies never overlap and
+// start 16-byte aligned, and A and C are copied only when their leading dim is
+// ragged.
 #include "kernels/cublas/padded_plan.h"
 
 #include <cstdint>
 #include <ostream>
-#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -30,13 +30,12 @@ void PrintTo(const Case& c, std::ostream* os) {
 
 int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
-class PaddedPlanTest
-    : public ::testing::TestWithParam<std::tuple<Case, PaddedOutput>> {};
+class PaddedPlanTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PaddedPlanTest, DeclaredScratchCoversEveryCopyWithoutOverlap) {
-  const auto [c, output] = GetParam();
+  const Case& c = GetParam();
   const Problem p{c.dtype, c.m, c.n, c.k};
-  const PaddedPlan plan = PlanPadded(p, output);
+  const PaddedPlan plan = PlanPadded(p);
   const size_t es = ElementSize(c.dtype);
   const int64_t align = 16 / static_cast<int64_t>(es);
   EXPECT_EQ(plan.kp, RoundUp(c.k, align));
@@ -62,46 +61,31 @@ TEST_P(PaddedPlanTest, DeclaredScratchCoversEveryCopyWithoutOverlap) {
   // No more than the copies and their 256-byte alignment.
   EXPECT_LT(plan.scratch_bytes, a_written + b_written + c_written + 3 * 256);
   // The GEMM never reads a row of B's copy that is not there.
-  EXPECT_LE(plan.gemm_k, plan.copy_b ? plan.b_rows : c.k);
+  EXPECT_LE(plan.gemm_k, plan.b_rows);
 }
 
-TEST_P(PaddedPlanTest, CopiesWhatTheOutputModeSays) {
-  const auto [c, output] = GetParam();
+TEST_P(PaddedPlanTest, CopiesARaggedLeadingDimAndPadsKWithZeroRowsOfB) {
+  const Case& c = GetParam();
   const Problem p{c.dtype, c.m, c.n, c.k};
-  const PaddedPlan plan = PlanPadded(p, output);
+  const PaddedPlan plan = PlanPadded(p);
   const bool ragged_k = plan.kp != c.k, ragged_n = plan.np != c.n;
   EXPECT_EQ(plan.aligned(), !ragged_k && !ragged_n);
   if (plan.aligned()) return;
   EXPECT_EQ(plan.copy_a, ragged_k);
-  if (output == PaddedOutput::kCopyBack) {
-    EXPECT_TRUE(plan.copy_b);
-    EXPECT_EQ(plan.b_rows, plan.kp);  // zero rows: A's zero columns meet zeros, never NaN
-    EXPECT_EQ(plan.gemm_k, plan.kp);
-    EXPECT_EQ(plan.copy_c, ragged_n);
-  } else {
-    // Only what is ragged: no C pass, no B pass unless N is ragged, no K pad.
-    EXPECT_FALSE(plan.copy_c);
-    EXPECT_EQ(plan.copy_b, ragged_n);
-    EXPECT_EQ(plan.gemm_k, c.k);
-    if (plan.copy_b) {
-      EXPECT_EQ(plan.b_rows, c.k);
-    }
-  }
+  EXPECT_TRUE(plan.copy_b);
+  EXPECT_EQ(plan.b_rows, plan.kp);  // zero rows: A's zero columns meet zeros, never NaN
+  EXPECT_EQ(plan.gemm_k, plan.kp);
+  EXPECT_EQ(plan.copy_c, ragged_n);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, PaddedPlanTest,
-                         ::testing::Combine(::testing::ValuesIn(kCases),
-                                            ::testing::Values(PaddedOutput::kCopyBack,
-                                                              PaddedOutput::kDirect)));
+INSTANTIATE_TEST_SUITE_P(Shapes, PaddedPlanTest, ::testing::ValuesIn(kCases));
 
-TEST(PaddedPlanTest, DirectOutputMovesFewerBytesThanCopyBack) {
-  // 512x30522x768 f16 (the public list's ragged vocabulary): kDirect copies B
-  // only, kCopyBack B and C.
-  const Problem p{DType::kF16, 512, 30522, 768};
-  const PaddedPlan direct = PlanPadded(p, PaddedOutput::kDirect);
-  const PaddedPlan back = PlanPadded(p, PaddedOutput::kCopyBack);
-  EXPECT_EQ(direct.scratch_bytes, 768u * 30528 * 2);
-  EXPECT_EQ(back.scratch_bytes, 768u * 30528 * 2 + 512u * 30528 * 2);
+TEST(PaddedPlanTest, RaggedVocabularyCopiesBAndCOnly) {
+  // 512x30522x768 f16 (the public list's ragged vocabulary): K aligned, so A
+  // is read in place; B goes to 768 x 30528 and C comes back from 512 x 30528.
+  const PaddedPlan plan = PlanPadded(Problem{DType::kF16, 512, 30522, 768});
+  EXPECT_FALSE(plan.copy_a);
+  EXPECT_EQ(plan.scratch_bytes, 768u * 30528 * 2 + 512u * 30528 * 2);
 }
 
 }  // namespace
