@@ -20,7 +20,7 @@ bundle=${ARBITER_BUNDLE:-$root/../shared/device/bundle}
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DARBITER_CUDA=ON >/dev/null
 # The test binaries, built here and run there (the bundle carries this list).
-tests=(cuda_arch_tests cuda_backend_tests cuda_candidates_tests cuda_daemon_tests cuda_families_contract_tests cuda_families_tests cuda_regions_tests wgmma_tests wgmma_bt_tests wgmma_ragged_tests skinny_tests splitk_tiny_tests mid_stream_tests faults_gpu_integration_tests)
+tests=(cuda_arch_tests cuda_backend_tests cuda_candidates_tests cuda_daemon_tests cuda_families_contract_tests cuda_families_tests cuda_regions_tests wgmma_tests wgmma_bt_tests wgmma_ragged_tests skinny_tests splitk_tiny_tests mid_stream_tests cublas_padded_tests faults_gpu_integration_tests)
 tools=(arbiterd arbiterctl cuda_region_peer arbiterd_faults)
 cmake --build "$build" -j"$jobs" --target "${tests[@]}" "${tools[@]}"
 

@@ -72,12 +72,15 @@ CandidateSpec CublasLt(int rank, std::shared_ptr<LtAlgorithms> algorithms) {
 CandidateSpec CublasPadded() {
   CandidateSpec spec;
   spec.name = "cublas_padded";
-  spec.version = 2;  // v2: one copy kernel per operand instead of 2-D memcpy + memset
+  // v2: one copy kernel per operand instead of 2-D memcpy + memset.
+  // v3: A's and B's copies in one launch; f32 padded to 4 elements, not 8.
+  spec.version = 3;
   spec.tier = 2;
-  spec.description = "cublasGemmEx on copies padded to leading dims % 8 == 0";
+  spec.description = "cublasGemmEx on copies padded to 16-byte leading dims, C copied back";
   for (DType dtype : kDTypes) {
     spec.members.push_back(
-        {Contract(dtype, absl::StrCat("cublasGemmEx(", DTypeName(dtype), ", padded to 8)")),
+        {Contract(dtype, absl::StrCat("cublasGemmEx(", DTypeName(dtype),
+                                      ", leading dims padded to 16 bytes)")),
          [](const GemmArgs& args) { return PaddedGemm(args); }});
   }
   return spec;

@@ -5,7 +5,7 @@
 //                  measured selection among the vendor's own algorithms (the best of them beat
 //                  the default by 3-20% on most H200 shapes, and lost on some). A rank the
 //                  heuristic does not offer declines with UNIMPLEMENTED.
-//   cublas_padded  leading dims padded to multiples of 8 in scratch, then cublasGemmEx: avoids
+//   cublas_padded  leading dims padded to 16 bytes in scratch, then cublasGemmEx: avoids
 //                  the align-1 cliff (4095^3 bf16: ~1091 us against ~186 us aligned).
 // All are run_to_run: cuBLAS repeats its result bitwise on one stream with a fixed workspace
 // (each stream has its own), but rows at small M differ from the same rows inside a large M,

@@ -6,59 +6,63 @@
 #include "backends/cuda/cuda_resources.h"
 #include "kernels/common/pad.h"
 #include "kernels/cublas/cublas_gemm.h"
+#include "kernels/cublas/padded_plan.h"
 
 namespace arbiter::cublas {
 namespace {
 
-constexpr int64_t kAlign = 8;  // elements: 16 bytes of f16/bf16
-
-int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
-size_t RoundUpBytes(size_t v) { return (v + 255) / 256 * 256; }
+// The operand copies `plan` asks for, A's and B's in one launch: one pass
+// over each, the pad's zeros included (cudaMemcpy2DAsync with rows that are
+// not 16-byte multiples ran at about a third of the copy bandwidth on the
+// H200: 4095^3 bf16 took 329 us in all, 241 us with one copy kernel per
+// operand). Sets *a and *b to what the GEMM reads.
+absl::Status CopyOperands(const GemmArgs& args, const PaddedPlan& plan, char* scratch,
+                          const void** a, const void** b) {
+  const Problem& p = args.problem;
+  kernels::Pad2dCopy copies[2];
+  int count = 0;
+  *a = args.a;
+  *b = args.b;
+  if (plan.copy_a) {
+    copies[count++] = {args.a, p.m, p.k, p.k, scratch + plan.a_offset, p.m, plan.kp};
+    *a = scratch + plan.a_offset;
+  }
+  if (plan.copy_b) {
+    copies[count++] = {args.b, p.k, p.n, p.n, scratch + plan.b_offset, plan.b_rows, plan.np};
+    *b = scratch + plan.b_offset;
+  }
+  if (count > 0) {
+    CUDA_RETURN_IF_ERROR(kernels::LaunchPad2dBatch(
+        copies, count, static_cast<int>(ElementSize(p.dtype)), cuda::Resources(args.stream).stream));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
 absl::Status PaddedGemm(const GemmArgs& args) {
   const Problem& p = args.problem;
   const cuda::StreamResources& res = cuda::Resources(args.stream);
-  const int64_t kp = RoundUp(p.k, kAlign), np = RoundUp(p.n, kAlign);
-  if (kp == p.k && np == p.n) {
+  const PaddedPlan plan = PlanPadded(p);
+  if (plan.aligned()) {
     return RowMajorGemmEx(res, p.dtype, p.m, p.n, p.k, args.a, p.k, args.b, p.n, args.c, p.n);
   }
-  const size_t es = ElementSize(p.dtype);
-  const bool pad_a = kp != p.k;  // A's leading dim is K
-  const bool pad_c = np != p.n;  // C's (and B's) leading dim is N
-  const size_t a_bytes = pad_a ? RoundUpBytes(p.m * kp * es) : 0;
-  const size_t b_bytes = RoundUpBytes(kp * np * es);
-  const size_t c_bytes = pad_c ? RoundUpBytes(p.m * np * es) : 0;
-  ASSIGN_OR_RETURN(void* scratch, cuda::Scratch(args.stream, a_bytes + b_bytes + c_bytes));
-  char* a_pad = static_cast<char*>(scratch);
-  char* b_pad = a_pad + a_bytes;
-  char* c_pad = b_pad + b_bytes;
-  const cudaStream_t s = res.stream;
-
-  // One pass per operand (kernels/common/pad.h), the pad's zeros included:
-  // cudaMemcpy2DAsync with rows that are not 16-byte multiples ran at about a
-  // third of the copy bandwidth on the H200 (4095^3 bf16: 329 us in all, 241 us
-  // with these copies).
-  const int element_bytes = static_cast<int>(es);
-  const void* a = args.a;
-  if (pad_a) {
-    CUDA_RETURN_IF_ERROR(
-        kernels::LaunchPad2d(args.a, p.m, p.k, p.k, a_pad, p.m, kp, element_bytes, s));
-    a = a_pad;
-  }
-  // B is always re-laid out here: either N or K (its row count, matching A's pad) changed.
-  CUDA_RETURN_IF_ERROR(
-      kernels::LaunchPad2d(args.b, p.k, p.n, p.n, b_pad, kp, np, element_bytes, s));
-  void* c = pad_c ? static_cast<void*>(c_pad) : args.c;
-  RETURN_IF_ERROR(RowMajorGemmEx(res, p.dtype, p.m, np, kp, a, kp, b_pad, np, c, np));
-  if (pad_c) {
+  ASSIGN_OR_RETURN(void* scratch_ptr, cuda::Scratch(args.stream, plan.scratch_bytes));
+  char* scratch = static_cast<char*>(scratch_ptr);
+  const void *a, *b;
+  RETURN_IF_ERROR(CopyOperands(args, plan, scratch, &a, &b));
+  void* c = plan.copy_c ? static_cast<void*>(scratch + plan.c_offset) : args.c;
+  const int64_t lda = plan.copy_a ? plan.kp : p.k;
+  RETURN_IF_ERROR(
+      RowMajorGemmEx(res, p.dtype, p.m, plan.np, plan.gemm_k, a, lda, b, plan.np, c, plan.np));
+  if (plan.copy_c) {
+    const size_t es = ElementSize(p.dtype);
     if (reinterpret_cast<uintptr_t>(args.c) % 16 == 0) {
-      CUDA_RETURN_IF_ERROR(
-          kernels::LaunchPad2d(c_pad, p.m, p.n, np, args.c, p.m, p.n, element_bytes, s));
+      CUDA_RETURN_IF_ERROR(kernels::LaunchPad2d(c, p.m, p.n, plan.np, args.c, p.m, p.n,
+                                                static_cast<int>(es), res.stream));
     } else {  // the copy kernel stores 16 bytes at a time
-      CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(args.c, p.n * es, c_pad, np * es, p.n * es, p.m,
-                                             cudaMemcpyDeviceToDevice, s));
+      CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(args.c, p.n * es, c, plan.np * es, p.n * es, p.m,
+                                             cudaMemcpyDeviceToDevice, res.stream));
     }
   }
   return absl::OkStatus();

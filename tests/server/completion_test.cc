@@ -37,6 +37,8 @@ class CompletionTest : public ::testing::Test {
     options.store_path = ":memory:";
     options.backend = BackendKind::kCpu;
     options.arbiter.tuning = TuningPolicy::kSync;
+    // About ordering, not timing: no cache flush per sample (slow under TSan).
+    options.arbiter.measure.cold_cache = false;
     auto daemon = Daemon::Create(options);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);

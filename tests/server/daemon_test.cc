@@ -25,6 +25,9 @@ DaemonOptions InProcessOptions() {
   options.store_path = ":memory:";
   options.backend = BackendKind::kCpu;
   options.shutdown_grace_seconds = 5;
+  // These tests are about the daemon, not timing: no cache flush per sample
+  // (a flush of 2x the last-level cache is slow under TSan).
+  options.arbiter.measure.cold_cache = false;
   return options;
 }
 
