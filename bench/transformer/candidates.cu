@@ -78,29 +78,6 @@ void PaddedMemcpy2D(const Op& op, cudaStream_t s) {
   }
 }
 
-// kernels/cublas/cublas_padded.cc v2 (to 10efda5): one copy kernel per operand
-// (kernels/common/pad.h), zeros included, three launches at most.
-void PaddedKernelV2(const Op& op, cudaStream_t s) {
-  const int64_t kp = RoundUp(op.k, 8), np = RoundUp(op.n, 8);
-  if (kp == op.k && np == op.n) return Cublas(op, s);
-  const bool pad_a = kp != op.k, pad_c = np != op.n;
-  const size_t a_bytes = pad_a ? RoundUpBytes(op.m * kp * 2) : 0;
-  const size_t b_bytes = RoundUpBytes(kp * np * 2);
-  const size_t c_bytes = pad_c ? RoundUpBytes(op.m * np * 2) : 0;
-  char* a_pad = static_cast<char*>(Workspace(a_bytes + b_bytes + c_bytes));
-  char* b_pad = a_pad + a_bytes;
-  char* c_pad = b_pad + b_bytes;
-  const void* a = op.a;
-  if (pad_a) {
-    CUDA_CHECK(k::LaunchPad2d(op.a, op.m, op.k, op.k, a_pad, op.m, kp, 2, s));
-    a = a_pad;
-  }
-  CUDA_CHECK(k::LaunchPad2d(op.b, op.k, op.n, op.n, b_pad, kp, np, 2, s));
-  void* c = pad_c ? static_cast<void*>(c_pad) : op.c;
-  GemmEx(op.dtype, op.m, np, kp, a, kp, b_pad, np, c, np, s);
-  if (pad_c) CUDA_CHECK(k::LaunchPad2d(c_pad, op.m, op.n, np, op.c, op.m, op.n, 2, s));
-}
-
 // kernels/cublas/cublas_padded.cc v3 (PaddedGemm, with kernels/cublas/padded_plan.h
 // for 2-byte elements): A (ragged K) to M x Kp and B to Kp x Np in one launch
 // (k::LaunchPad2dBatch), cuBLAS into M x Np, C's M x N copied back.
@@ -269,7 +246,6 @@ std::vector<Candidate> Candidates() {
   const auto ragged = [](const Op& op) { return op.n % 8 != 0 || op.k % 8 != 0; };
   out.push_back({"cublas_padded", 1e-4, 5e-6, ragged, PaddedKernel});
   // Bench only: the padded path before v3, to compare in one run.
-  out.push_back({"cublas_padded_v2", 1e-4, 5e-6, ragged, PaddedKernelV2, false});
   out.push_back({"cublas_padded_v1", 1e-4, 5e-6, ragged, PaddedMemcpy2D, false});
   out.push_back({"cublas_padded_ab", 1e-4, 5e-6, ragged, PaddedAB, false});
   out.push_back({"wgmma_128x128", 1e-6, 1e-5, aligned, [](const Op& op, cudaStream_t s) {
