@@ -49,7 +49,8 @@
 // computed once. A chunk's src-size stops at the end of its k row (zeros for n
 // >= N); rows past the CTA's range copy 0 bytes. The chunk that crosses B's
 // end is moved by element loads instead (memcheck counts a src-size-limited
-// cp.async's whole 16-byte window as read), so no byte past B's end is read. ldmatrix needs 16-byte aligned rows, so the mma B^T fragments (two
+// cp.async's whole 16-byte window as read), so no byte past B's end is read.
+// ldmatrix needs 16-byte aligned rows, so the mma B^T fragments (two
 // consecutive k at one n per register) come from 16-bit shared loads instead
 // (eight per mma instead of one ldmatrix.x4 per two). A load's 4 rows (lane % 4)
 // sit 2 * 272 / 4 = 136 words = 8 banks apart, each row's 8 columns (lane / 4)

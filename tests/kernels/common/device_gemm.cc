@@ -133,17 +133,19 @@ std::vector<double> DeviceGemm::Reference() const {
   return ::testing::AssertionSuccess() << p_ << ": " << report.detail;
 }
 
-LaunchArgs DeviceGemm::Args(int sm_count) const {
+LaunchArgs ArgsFor(const Problem& p, const void* a, const void* b, void* c, int sm_count) {
   LaunchArgs args;
-  args.dtype = p_.dtype;
-  args.a = a_;
-  args.b = b_;
-  args.c = c_;
-  args.m = p_.m;
-  args.n = p_.n;
-  args.k = p_.k;
+  args.dtype = p.dtype;
+  args.a = a;
+  args.b = b;
+  args.c = c;
+  args.m = p.m;
+  args.n = p.n;
+  args.k = p.k;
   args.sm_count = sm_count;
   return args;
 }
+
+LaunchArgs DeviceGemm::Args(int sm_count) const { return ArgsFor(p_, a_, b_, c_, sm_count); }
 
 }  // namespace arbiter::kernels::testing

@@ -32,6 +32,10 @@ int DeviceSmCount();
 void CheckCuda(cudaError_t err, const char* call, const char* file, int line);
 #define CUDA_OK(call) ::arbiter::kernels::testing::CheckCuda((call), #call, __FILE__, __LINE__)
 
+// A launcher's arguments for problem `p` on device operands a, b and c,
+// planned for `sm_count` SMs; no workspace.
+LaunchArgs ArgsFor(const Problem& p, const void* a, const void* b, void* c, int sm_count);
+
 // One problem's operands on the device. A and B are uniform in [-1, 1) rounded
 // to the dtype (never zeros); C and a guard region after it are poisoned with
 // all-one bytes, which is NaN in every dtype. Not copyable.

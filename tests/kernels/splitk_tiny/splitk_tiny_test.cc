@@ -23,6 +23,7 @@
 namespace arbiter::kernels {
 namespace {
 
+using testing::ArgsFor;
 using testing::DeviceGemm;
 
 constexpr AccuracyBudget kBudget = {kSplitKTinyBudgetAbs, kSplitKTinyBudgetRel};
@@ -30,19 +31,6 @@ constexpr AccuracyBudget kBudget = {kSplitKTinyBudgetAbs, kSplitKTinyBudgetRel};
 struct Shape {
   int64_t m, n, k;
 };
-
-LaunchArgs ArgsFor(const Problem& p, const void* a, const void* b, void* c, int sm_count) {
-  LaunchArgs args;
-  args.dtype = p.dtype;
-  args.a = a;
-  args.b = b;
-  args.c = c;
-  args.m = p.m;
-  args.n = p.n;
-  args.k = p.k;
-  args.sm_count = sm_count;
-  return args;
-}
 
 class SplitKTinyTest : public testing::Sm90StreamTest {
  protected:
