@@ -13,7 +13,8 @@ namespace {
 
 // Bump when the kernel's code changes, so verdicts measured on the old code are not served.
 // v2: the kernel template gained the cp.async and split-K paths.
-constexpr int kVersion = 2;
+// v3: the stream-K path (segments walked by one shared walker in every config).
+constexpr int kVersion = 3;
 
 // f32 accumulation of K products in a fixed order; the final rounding to the
 // dtype is the tolerance's u(dtype) term. The accumulation error measured on the
@@ -49,6 +50,12 @@ absl::Status RunWgmma(wgmma::WgmmaTile tile, DType dtype, const GemmArgs& args) 
   if (const char* why = wgmma::WgmmaUnsupportedReason(launch)) {
     return absl::UnimplementedError(absl::StrCat(CandidateName(tile), " declines ", p.ToString(), ": ", why));
   }
+  // The stream-K tiles' partials go to the stream's scratch (only this launch
+  // reads them); their flags are the kernel's own per-stream buffer.
+  launch.workspace_bytes = wgmma::WgmmaWorkspaceBytes(launch);
+  if (launch.workspace_bytes > 0) {
+    ASSIGN_OR_RETURN(launch.workspace, cuda::Scratch(args.stream, launch.workspace_bytes));
+  }
   const std::string call = absl::StrCat("LaunchWgmmaGemm(", CandidateName(tile), ", ", p.ToString(), ")");
   return cuda::CudaStatus(wgmma::LaunchWgmmaGemm(launch, res.stream), call.c_str(), __FILE__, __LINE__);
 }
@@ -61,10 +68,10 @@ CandidateMember Member(wgmma::WgmmaTile tile, DType dtype) {
   member.contract.accuracy = kBudget;
   // One CTA per C tile, K walked in a fixed order, no atomics, and a tile
   // shape that does not depend on M: rows of C do not depend on M or the run.
-  // The split tile adds its cluster's partials in rank order (bitwise
-  // repeatable), but its split count follows the tile count, hence M.
-  member.contract.determinism = wgmma::WgmmaTileSplitsK(tile) ? Determinism::kRunToRun
-                                                              : Determinism::kBatchInvariant;
+  // The split and stream-K tiles add partials in rank or CTA order (bitwise
+  // repeatable), but how they split K follows the tile count, hence M.
+  const bool splits_k = wgmma::WgmmaTileSplitsK(tile) || wgmma::WgmmaTileStreamK(tile);
+  member.contract.determinism = splits_k ? Determinism::kRunToRun : Determinism::kBatchInvariant;
   // wgmma and setmaxnreg exist only in sm_90a code (built -gencode
   // arch=compute_90a,code=sm_90a, no PTX to JIT elsewhere).
   member.contract.arch = "sm_90a";
@@ -76,12 +83,20 @@ CandidateMember Member(wgmma::WgmmaTile tile, DType dtype) {
   // The split tile is for few output tiles; past a thousand rows the 128-row
   // tiles fill the SMs on their own.
   if (wgmma::WgmmaTileSplitsK(tile)) member.contract.shape.max_m = 1024;
+  // Stream-K is for tile counts that leave SMs idle or split badly; past 2048
+  // rows against any weight worth it, the tiles alone fill the SMs.
+  if (wgmma::WgmmaTileStreamK(tile)) member.contract.shape.max_m = 2048;
   // A persistent grid of one CTA per SM (the stages fill shared memory) walks
   // the tiles; the split tile spreads a tile's K over up to kMaxSplits (8)
   // cluster CTAs while tiles leave SMs idle (WgmmaLaunchGeometry).
-  member.contract.tile.rows = wgmma::WgmmaTileM(tile);
-  member.contract.tile.cols = wgmma::WgmmaTileN(tile);
-  member.contract.tile.max_split_k = wgmma::WgmmaTileSplitsK(tile) ? 8 : 1;
+  // Stream-K declares no tile: its units spread evenly over the SMs with no
+  // waves, which the engine's tiles-in-waves model (engine/contract.h's
+  // TileEfficiency) would mistake for idle slots.
+  if (!wgmma::WgmmaTileStreamK(tile)) {
+    member.contract.tile.rows = wgmma::WgmmaTileM(tile);
+    member.contract.tile.cols = wgmma::WgmmaTileN(tile);
+    member.contract.tile.max_split_k = wgmma::WgmmaTileSplitsK(tile) ? 8 : 1;
+  }
   member.run = [tile, dtype](const GemmArgs& args) { return RunWgmma(tile, dtype, args); };
   return member;
 }
@@ -112,6 +127,17 @@ std::vector<CandidateSpec> MakeWgmmaCandidates() {
   specs.push_back(MakeCandidate(
       wgmma::WgmmaTile::k64x256SplitK,
       "64x256 wgmma, tiles' K split over up to 8 cluster CTAs, partials added in DSMEM"));
+  // Stream-K for mid-size M against wide weights (issue 12): 64-row tiles for
+  // M <= 64, 128-row tiles so that M <= 128 streams B once.
+  specs.push_back(MakeCandidate(
+      wgmma::WgmmaTile::k64x256StreamK,
+      "64x256 wgmma, stream-K: tiles x k-blocks spread over one CTA per SM, partials in CTA order"));
+  specs.push_back(MakeCandidate(
+      wgmma::WgmmaTile::k128x256StreamK,
+      "128x256 wgmma, stream-K: tiles x k-blocks spread over one CTA per SM, partials in CTA order"));
+  specs.push_back(MakeCandidate(
+      wgmma::WgmmaTile::k128x128StreamK,
+      "128x128 wgmma, stream-K: tiles x k-blocks spread over one CTA per SM, partials in CTA order"));
   return specs;
 }
 

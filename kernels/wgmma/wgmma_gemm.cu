@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/common/hopper.cuh"
+#include "kernels/common/stream_counters.h"
 
 namespace arbiter::wgmma {
 namespace {
@@ -30,16 +31,21 @@ constexpr int kMaxSplits = 8;  // portable cluster size
 // ragged edges. Two boxes per consumer: one is filled while the other drains.
 constexpr int kStoreBoxBytes = 64 * 64 * 2;
 
-// kSplitK: the K blocks of a tile are split over the CTAs of a thread-block
-// cluster (up to 8), which add their f32 partials through distributed shared
-// memory in rank order; the reduction buffer shares its space with the C
-// staging boxes (a launch uses one or the other).
-template <int kBlockM_, int kBlockN_, int kStages_, bool kSplitK_ = false>
+// How a config divides K among CTAs. kCluster: the K blocks of a tile are
+// split over the CTAs of a thread-block cluster (up to 8), which add their f32
+// partials through distributed shared memory in rank order; the reduction
+// buffer shares its space with the C staging boxes (a launch uses one or the
+// other). kStreamK: units of (tile, k-block) spread over the persistent CTAs,
+// partials added through global workspace (wgmma_gemm.h).
+enum class KSplit { kNone, kCluster, kStreamK };
+
+template <int kBlockM_, int kBlockN_, int kStages_, KSplit kSplit_ = KSplit::kNone>
 struct TileConfig {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
-  static constexpr bool kSplitK = kSplitK_;
+  static constexpr bool kSplitK = kSplit_ == KSplit::kCluster;
+  static constexpr bool kStreamK = kSplit_ == KSplit::kStreamK;
   static constexpr int kConsumers = kBlockM / 64;  // consumer warpgroups; each owns 64 rows
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kABytes = kBlockM * kBlockK * 2;
@@ -67,7 +73,17 @@ struct TileConfig {
 // B in flight, one consumer warpgroup.
 using Config128x256 = TileConfig<128, 256, 4>;
 using Config128x128 = TileConfig<128, 128, 6>;
-using Config64x256SplitK = TileConfig<64, 256, 4, true>;
+using Config64x256SplitK = TileConfig<64, 256, 4, KSplit::kCluster>;
+// Stream-K: the same stages as the tiles they split (the epilogue region is
+// the C staging boxes, which an owner or a whole tile stores through).
+using Config64x256StreamK = TileConfig<64, 256, 4, KSplit::kStreamK>;
+using Config128x256StreamK = TileConfig<128, 256, 4, KSplit::kStreamK>;
+using Config128x128StreamK = TileConfig<128, 128, 6, KSplit::kStreamK>;
+
+// Stream-K flags: one per (CTA, consumer warpgroup), kept per stream
+// (kernels/common/stream_counters.h) and left at zero by every launch.
+struct StreamKFlags;
+constexpr int kStreamKFlags = kWgmmaStreamKMaxCtas * 2;
 
 // ---------------------------------------------------------------- device helpers
 
@@ -129,6 +145,20 @@ __device__ __forceinline__ void CpAsync4(uint32_t dst, const void* src, int src_
                : "memory");
 }
 
+// Stream-K flags, at GPU scope: raised with release after the partial's
+// stores (ordered before it by the warpgroup barrier), waited for with acquire.
+__device__ __forceinline__ void RaiseFlag(unsigned* flag) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(1u) : "memory");
+}
+__device__ __forceinline__ void WaitFlag(const unsigned* flag) {
+  unsigned v = 0;
+  for (unsigned backoff = 32;; backoff = backoff < 1024 ? 2 * backoff : backoff) {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+    if (v != 0) return;
+    __nanosleep(backoff);
+  }
+}
+
 template <int kBlockN, bool kBf16>
 __device__ __forceinline__ void Mma(float (&d)[kBlockN / 2], uint64_t desc_a, uint64_t desc_b,
                                     uint32_t scale_d) {
@@ -152,13 +182,17 @@ __device__ __forceinline__ void Mma(float (&d)[kBlockN / 2], uint64_t desc_a, ui
 // CTAs along x: cluster blockIdx.x / splits walks the tiles, and rank r =
 // blockIdx.x % splits computes k-blocks [r * kb_per_split, (r + 1) *
 // kb_per_split) of each; the partials meet in distributed shared memory.
+//
+// Stream-K configs (Cfg::kStreamK) walk their unit range instead (wgmma_gemm.h);
+// `partials` holds gridDim.x slots of kBlockM x kBlockN floats and `flags`
+// gridDim.x x kConsumers zeroed words.
 template <class Cfg, bool kBf16, bool kCpAsyncB>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     WgmmaGemmKernel(const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_b,
                     const __grid_constant__ CUtensorMap map_c, int m, int n, int k,
                     const uint16_t* __restrict__ b, uint16_t* __restrict__ c, int splits,
-                    int kb_per_split) {
+                    int kb_per_split, float* __restrict__ partials, unsigned* __restrict__ flags) {
   constexpr int kStages = Cfg::kStages;
   constexpr int kBlockN = Cfg::kBlockN;
   constexpr int kBlockM = Cfg::kBlockM;
@@ -207,6 +241,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int kb_begin = split ? rank * kb_per_split : 0;
   const int kb_end = split ? min(k_blocks, kb_begin + kb_per_split) : k_blocks;
   const int warpgroup = threadIdx.x / 128;
+  // This CTA's segments; the producer and the consumers each walk a copy.
+  const WgmmaSegmentWalk work =
+      Cfg::kStreamK
+          ? WgmmaSegmentWalk::StreamK(static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), tiles, k_blocks)
+          : WgmmaSegmentWalk::Tiles(first_tile, tile_step, tiles, kb_begin, kb_end);
 
   if (warpgroup == 0) {
     // Producer: one thread issues every TMA load; the rest of the warpgroup
@@ -217,9 +256,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
         int it = 0;  // k-blocks issued by this CTA, across tiles: stage = it % kStages
-        for (int tile = first_tile; tile < tiles; tile += tile_step) {
+        WgmmaSegmentWalk walk = work;
+        for (WgmmaSegment seg; walk.Next(&seg);) {
           int m_tile, n_tile;
-          WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
+          WgmmaTileAt(seg.tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
           const int m0 = m_tile * kBlockM;
           const int n0 = n_tile * kBlockN;
           // B boxes wholly past N are skipped: those columns are never stored,
@@ -227,7 +267,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const int chunks_left = (n - n0 + 63) / 64;
           const int chunks = chunks_left < Cfg::kBChunks ? chunks_left : Cfg::kBChunks;
           const uint32_t bytes = Cfg::kABytes + chunks * Cfg::kBChunkBytes;
-          for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
+          for (int kb = seg.kb_lo; kb < seg.kb_hi; ++kb, ++it) {
             const int s = it % kStages;
             BarrierWait(empty_base + 8 * s, ((it / kStages) & 1) ^ 1);
             const uint32_t full = full_base + 8 * s;
@@ -258,13 +298,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
       }
       int it = 0;
-      for (int tile = first_tile; tile < tiles; tile += tile_step) {
+      WgmmaSegmentWalk walk = work;
+      for (WgmmaSegment seg; walk.Next(&seg);) {
         int m_tile, n_tile;
-        WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
+        WgmmaTileAt(seg.tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
         const int m0 = m_tile * kBlockM;
         const int col = n_tile * kBlockN + 2 * pair;
         const bool col_ok = col < n;
-        for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
+        for (int kb = seg.kb_lo; kb < seg.kb_hi; ++kb, ++it) {
           const int s = it % kStages;
           // Every copying thread waits until the consumers have freed the stage.
           BarrierWait(empty_base + 8 * s, ((it / kStages) & 1) ^ 1);
@@ -300,10 +341,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
     int it = 0;
     int tiles_done = 0;  // split reduction phases completed by this CTA
-    for (int tile = first_tile; tile < tiles; tile += tile_step) {
+    WgmmaSegmentWalk walk = work;
+    for (WgmmaSegment seg; walk.Next(&seg);) {
       int m_tile, n_tile;
-      WgmmaTileAt(tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
-      for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
+      WgmmaTileAt(seg.tile, tiles_m, tiles_n, kGroupM, &m_tile, &n_tile);
+      for (int kb = seg.kb_lo; kb < seg.kb_hi; ++kb, ++it) {
         const int s = it % kStages;
         BarrierWait(full_base + 8 * s, (it / kStages) & 1);
         if constexpr (kCpAsyncB) {
@@ -320,10 +362,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           // (2048 bytes) down B's boxes.
           const uint64_t desc_a = SmemDesc(a_stage + 32 * kk, 16, 1024);
           const uint64_t desc_b = SmemDesc(b_stage + 2048 * kk, Cfg::kBChunkBytes, 1024);
-          Mma<kBlockN, kBf16>(acc, desc_a, desc_b, (kb != kb_begin || kk != 0) ? 1u : 0u);
+          Mma<kBlockN, kBf16>(acc, desc_a, desc_b, (kb != seg.kb_lo || kk != 0) ? 1u : 0u);
         }
         WgmmaCommit();
-        if (kb > kb_begin) {
+        if (kb > seg.kb_lo) {
           // Keep this k-block's wgmma in flight; the previous one has finished
           // reading its stage, so hand that stage back to the producer.
           WgmmaWait<1>();
@@ -333,6 +375,54 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       WgmmaWait<0>();
       FenceAccumulators(acc);
       if (lane == 0) BarrierArrive(empty_base + 8 * ((it - 1) % kStages));
+
+      if constexpr (Cfg::kStreamK) {
+        // Partials in fragment order: float4 j of thread t of warpgroup w at
+        // (w * kQuads + j) * 128 + t of the CTA's slot, so each thread moves
+        // its own registers and a warp's float4s are 512 contiguous bytes.
+        // L2 only (.cg): written once, read once by another SM.
+        constexpr int kQuads = Cfg::kAccumulators / 4;
+        constexpr size_t kSlotQuads = size_t{kBlockM} * kBlockN / 4;
+        const int t = threadIdx.x % 128;
+        const int units = tiles * k_blocks;
+        if (seg.kb_lo > 0) {
+          // A contributor (this CTA's first segment): partial out, flag up.
+          float4* slot = reinterpret_cast<float4*>(partials) + blockIdx.x * kSlotQuads +
+                         consumer * kQuads * 128 + t;
+#pragma unroll
+          for (int j = 0; j < kQuads; ++j) {
+            __stcg(slot + j * 128, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+          }
+          WarpgroupBarrier(1 + consumer);
+          if (leader) RaiseFlag(flags + blockIdx.x * kConsumers + consumer);
+          continue;
+        }
+        if (seg.kb_hi < k_blocks) {
+          // The owner (this CTA's last segment): the tile's later k-blocks are
+          // partials of the next CTAs up to the one holding its last unit,
+          // added in CTA order; each flag goes back to zero for the next launch.
+          const int last = WgmmaStreamKCtaOf(seg.tile * k_blocks + k_blocks - 1,
+                                             static_cast<int>(gridDim.x), units);
+          for (int q = static_cast<int>(blockIdx.x) + 1; q <= last; ++q) {
+            unsigned* flag = flags + q * kConsumers + consumer;
+            if (leader) {
+              WaitFlag(flag);
+              *flag = 0;
+            }
+            WarpgroupBarrier(1 + consumer);
+            const float4* slot = reinterpret_cast<const float4*>(partials) + q * kSlotQuads +
+                                 consumer * kQuads * 128 + t;
+#pragma unroll
+            for (int j = 0; j < kQuads; ++j) {
+              const float4 v = __ldcg(slot + j * 128);
+              acc[4 * j] += v.x;
+              acc[4 * j + 1] += v.y;
+              acc[4 * j + 2] += v.z;
+              acc[4 * j + 3] += v.w;
+            }
+          }
+        }
+      }
 
       if constexpr (Cfg::kSplitK) {
         if (split) {
@@ -457,28 +547,53 @@ cudaError_t EncodeTensorMap(CUtensorMap* map, WgmmaDType dtype, const void* data
                                             box_inner, box_outer);
 }
 
-// Raises the kernel's dynamic shared-memory limit once per device. Templated on
+// Raises the kernel's dynamic shared-memory limit once per device and says how
+// many of its CTAs the device holds at once (SMs x CTAs per SM: the stream-K
+// owners wait on other CTAs, so its grid must not exceed that). Templated on
 // the instantiation (not the kernel's type, which all instantiations share) so
 // each kernel keeps its own record.
 template <class Cfg, bool kBf16, bool kCpAsyncB>
-cudaError_t EnsureSmemLimit() {
+cudaError_t PrepareKernel(int* resident_ctas) {
   constexpr int kMaxDevices = 64;
-  static std::atomic<bool> done[kMaxDevices] = {};
+  static std::atomic<int> known[kMaxDevices] = {};  // resident CTAs + 1; 0: not asked yet
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
-  if (device < kMaxDevices && done[device].load(std::memory_order_acquire)) return cudaSuccess;
-  err = cudaFuncSetAttribute(WgmmaGemmKernel<Cfg, kBf16, kCpAsyncB>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-  if (err == cudaSuccess && device < kMaxDevices) done[device].store(true, std::memory_order_release);
-  return err;
+  if (device < kMaxDevices) {
+    const int v = known[device].load(std::memory_order_acquire);
+    if (v > 0) {
+      *resident_ctas = v - 1;
+      return cudaSuccess;
+    }
+  }
+  auto* kernel = WgmmaGemmKernel<Cfg, kBf16, kCpAsyncB>;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  int per_sm = 0, sms = 0;
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Cfg::kThreads, Cfg::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) return err;
+  *resident_ctas = per_sm * sms;
+  if (device < kMaxDevices) known[device].store(*resident_ctas + 1, std::memory_order_release);
+  return cudaSuccess;
 }
 
 template <class Cfg, bool kBf16, bool kCpAsyncB>
 cudaError_t LaunchConfig(const WgmmaGemmArgs& args, const WgmmaGeometry& geometry,
                          cudaStream_t stream) {
-  cudaError_t err = EnsureSmemLimit<Cfg, kBf16, kCpAsyncB>();
+  int resident_ctas = 0;
+  cudaError_t err = PrepareKernel<Cfg, kBf16, kCpAsyncB>(&resident_ctas);
   if (err != cudaSuccess) return err;
+  float* partials = nullptr;
+  unsigned* flags = nullptr;
+  if constexpr (Cfg::kStreamK) {
+    // Every CTA must be resident at once (owners spin on others' flags).
+    if (resident_ctas < 1 || geometry.grid_x > resident_ctas) return cudaErrorCooperativeLaunchTooLarge;
+    err = kernels::StreamArrivalCounters<StreamKFlags, kStreamKFlags>(stream, &flags);
+    if (err != cudaSuccess) return err;
+    partials = static_cast<float*>(args.workspace);
+  }
   CUtensorMap map_a, map_b, map_c;
   err = EncodeTensorMap(&map_a, args.dtype, args.a, args.k, args.m, kBlockK, Cfg::kBlockM);
   if (err != cudaSuccess) return err;
@@ -498,7 +613,7 @@ cudaError_t LaunchConfig(const WgmmaGemmArgs& args, const WgmmaGeometry& geometr
   auto* kernel = &WgmmaGemmKernel<Cfg, kBf16, kCpAsyncB>;
   if (geometry.splits == 1) {
     kernel<<<geometry.grid_x, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
-        map_a, map_b, map_c, m, n, k, b, c, 1, 0);
+        map_a, map_b, map_c, m, n, k, b, c, 1, 0, partials, flags);
     return cudaGetLastError();
   }
   cudaLaunchConfig_t config = {};
@@ -527,7 +642,7 @@ cudaError_t LaunchConfig(const WgmmaGemmArgs& args, const WgmmaGeometry& geometr
   config.gridDim.x = static_cast<unsigned>(std::min(geometry.grid_x / geometry.splits, clusters) *
                                            geometry.splits);
   err = cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, m, n, k, b, c, geometry.splits,
-                           geometry.kb_per_split);
+                           geometry.kb_per_split, partials, flags);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
@@ -546,12 +661,28 @@ cudaError_t LaunchDType(const WgmmaGemmArgs& args, const WgmmaGeometry& geometry
       return LaunchConfig<Config128x256, kBf16, true>(args, geometry, stream);
     case WgmmaTile::k64x256SplitK:
       return LaunchConfig<Config64x256SplitK, kBf16, false>(args, geometry, stream);
+    case WgmmaTile::k64x256StreamK:
+      return LaunchConfig<Config64x256StreamK, kBf16, false>(args, geometry, stream);
+    case WgmmaTile::k128x256StreamK:
+      return LaunchConfig<Config128x256StreamK, kBf16, false>(args, geometry, stream);
+    case WgmmaTile::k128x128StreamK:
+      return LaunchConfig<Config128x128StreamK, kBf16, false>(args, geometry, stream);
   }
   return cudaErrorInvalidValue;
 }
 
 bool Aligned(const void* p, uintptr_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// The persistent grid's width: args.num_sms, or the current device's SM count.
+cudaError_t SmCount(const WgmmaGemmArgs& args, int* num_sms) {
+  *num_sms = args.num_sms;
+  if (*num_sms > 0) return cudaSuccess;
+  int device = 0;
+  const cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  return cudaDeviceGetAttribute(num_sms, cudaDevAttrMultiProcessorCount, device);
 }
 
 }  // namespace
@@ -568,16 +699,25 @@ const char* WgmmaTileName(WgmmaTile tile) {
       return "128x256_cpasync";
     case WgmmaTile::k64x256SplitK:
       return "64x256_splitk";
+    case WgmmaTile::k64x256StreamK:
+      return "64x256_streamk";
+    case WgmmaTile::k128x256StreamK:
+      return "128x256_streamk";
+    case WgmmaTile::k128x128StreamK:
+      return "128x128_streamk";
   }
   return "unknown";
 }
 
 int WgmmaTileM(WgmmaTile tile) {
-  return tile == WgmmaTile::k64x256SplitK ? Config64x256SplitK::kBlockM : Config128x256::kBlockM;
+  return tile == WgmmaTile::k64x256SplitK || tile == WgmmaTile::k64x256StreamK
+             ? Config64x256SplitK::kBlockM
+             : Config128x256::kBlockM;
 }
 
 int WgmmaTileN(WgmmaTile tile) {
-  return tile == WgmmaTile::k128x128 || tile == WgmmaTile::k128x128CpAsync
+  return tile == WgmmaTile::k128x128 || tile == WgmmaTile::k128x128CpAsync ||
+                 tile == WgmmaTile::k128x128StreamK
              ? Config128x128::kBlockN
              : Config128x256::kBlockN;
 }
@@ -588,6 +728,11 @@ bool WgmmaTileCopiesB(WgmmaTile tile) {
 
 bool WgmmaTileSplitsK(WgmmaTile tile) { return tile == WgmmaTile::k64x256SplitK; }
 
+bool WgmmaTileStreamK(WgmmaTile tile) {
+  return tile == WgmmaTile::k64x256StreamK || tile == WgmmaTile::k128x256StreamK ||
+         tile == WgmmaTile::k128x128StreamK;
+}
+
 WgmmaGeometry WgmmaLaunchGeometry(WgmmaTile tile, int64_t m, int64_t n, int64_t k, int num_sms) {
   WgmmaGeometry g;
   g.tile_m = WgmmaTileM(tile);
@@ -597,6 +742,12 @@ WgmmaGeometry WgmmaLaunchGeometry(WgmmaTile tile, int64_t m, int64_t n, int64_t 
   g.group_m = kGroupM;
   const int sms = num_sms > 0 ? num_sms : 1;
   const int k_blocks = static_cast<int>((k + kBlockK - 1) / kBlockK);
+  g.k_blocks = k_blocks;
+  if (WgmmaTileStreamK(tile)) {
+    g.stream_k = true;
+    g.grid_x = static_cast<int>(std::min<int64_t>({sms, g.units(), kWgmmaStreamKMaxCtas}));
+    return g;
+  }
   if (WgmmaTileSplitsK(tile)) {
     // The split count whose clusters finish soonest: rounds of tiles over the
     // clusters that fit the SMs, times the k-blocks each rank walks; a tie
@@ -634,6 +785,9 @@ const char* WgmmaUnsupportedReason(const WgmmaGemmArgs& args) {
     case WgmmaTile::k128x128:
     case WgmmaTile::k128x256:
     case WgmmaTile::k64x256SplitK:
+    case WgmmaTile::k64x256StreamK:
+    case WgmmaTile::k128x256StreamK:
+    case WgmmaTile::k128x128StreamK:
       if (args.n % 8 != 0) return "N must be a multiple of 8 (TMA needs 16-byte row strides for B)";
       if (!Aligned(args.b, 16) || !Aligned(args.c, 16)) return "B and C must be 16-byte aligned for TMA";
       break;
@@ -646,20 +800,35 @@ const char* WgmmaUnsupportedReason(const WgmmaGemmArgs& args) {
       return "unknown tile";
   }
   if (args.dtype != WgmmaDType::kF16 && args.dtype != WgmmaDType::kBF16) return "unknown dtype";
+  if (WgmmaTileStreamK(args.tile)) {
+    // Unit indices are 32-bit in the kernel.
+    const auto ceil_div = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
+    const int64_t tiles = ceil_div(args.m, WgmmaTileM(args.tile)) * ceil_div(args.n, WgmmaTileN(args.tile));
+    if (tiles >= int64_t{1} << 31 || tiles * ceil_div(args.k, kBlockK) >= int64_t{1} << 31) {
+      return "stream-K units (tiles x 64-deep k-blocks) reach 2^31";
+    }
+  }
   return nullptr;
+}
+
+size_t WgmmaWorkspaceBytes(const WgmmaGemmArgs& args) {
+  if (!WgmmaTileStreamK(args.tile)) return 0;
+  int num_sms = 0;
+  if (SmCount(args, &num_sms) != cudaSuccess) return 0;  // the launch reports the error
+  return WgmmaLaunchGeometry(args.tile, args.m, args.n, args.k, num_sms).workspace_bytes();
 }
 
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& args, cudaStream_t stream) {
   if (WgmmaUnsupportedReason(args) != nullptr) return cudaErrorInvalidValue;
-  int num_sms = args.num_sms;
-  if (num_sms <= 0) {
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return err;
-    err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
-    if (err != cudaSuccess) return err;
-  }
+  int num_sms = 0;
+  const cudaError_t err = SmCount(args, &num_sms);
+  if (err != cudaSuccess) return err;
   const WgmmaGeometry geometry = WgmmaLaunchGeometry(args.tile, args.m, args.n, args.k, num_sms);
+  const size_t workspace = geometry.workspace_bytes();
+  if (workspace > 0 && (args.workspace == nullptr || args.workspace_bytes < workspace ||
+                        !Aligned(args.workspace, 16))) {
+    return cudaErrorInvalidValue;
+  }
   return args.dtype == WgmmaDType::kBF16 ? LaunchDType<true>(args, geometry, stream)
                                          : LaunchDType<false>(args, geometry, stream);
 }

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -79,9 +80,12 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
 };
 
-// C = A * B on the device, C poisoned with NaN (0xFFFF in both dtypes) first.
+// C = A * B on the device, C poisoned with NaN (0xFFFF in both dtypes) first,
+// on a grid planned for `num_sms` SMs (0: the device's), with the workspace
+// the tile asks for (also NaN-poisoned).
 std::vector<uint16_t> RunGemm(WgmmaDType dtype, WgmmaTile tile, int64_t m, int64_t n, int64_t k,
-                              const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+                              const std::vector<uint16_t>& a, const std::vector<uint16_t>& b,
+                              int num_sms = 0) {
   DeviceBuffer da(a.size() * 2), db(b.size() * 2), dc(static_cast<size_t>(m * n) * 2);
   EXPECT_NE(da.get(), nullptr);
   EXPECT_NE(dc.get(), nullptr);
@@ -93,6 +97,11 @@ std::vector<uint16_t> RunGemm(WgmmaDType dtype, WgmmaTile tile, int64_t m, int64
   args.tile = tile;
   args.m = m, args.n = n, args.k = k;
   args.a = da.get(), args.b = db.get(), args.c = dc.get();
+  args.num_sms = num_sms;
+  args.workspace_bytes = WgmmaWorkspaceBytes(args);
+  DeviceBuffer workspace(std::max<size_t>(args.workspace_bytes, 16));
+  EXPECT_EQ(cudaMemset(workspace.get(), 0xFF, std::max<size_t>(args.workspace_bytes, 16)), cudaSuccess);
+  args.workspace = workspace.get();
   EXPECT_EQ(LaunchWgmmaGemm(args, nullptr), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint16_t> c(static_cast<size_t>(m * n));
@@ -116,6 +125,25 @@ std::vector<double> Reference(WgmmaDType dtype, int64_t m, int64_t n, int64_t k,
   return ref;
 }
 
+// Elements of C outside the contract's tolerance of the reference (NaN, i.e.
+// unwritten, among them); the first few are reported, prefixed by `what`.
+int64_t Failures(WgmmaDType dtype, int64_t n, int64_t k, const std::vector<uint16_t>& c,
+                 const std::vector<double>& ref, const std::string& what) {
+  double max_ref = 0;
+  for (double v : ref) max_ref = std::max(max_ref, std::fabs(v));
+  const double u = dtype == WgmmaDType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  int64_t failures = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double got = FromStorage(dtype, c[i]);
+    const double tol = kAbs + kRel * std::sqrt(static_cast<double>(k)) * max_ref + u * std::fabs(ref[i]);
+    if (!(std::fabs(got - ref[i]) <= tol) && ++failures <= 5) {  // NaN (unwritten) fails too
+      ADD_FAILURE() << what << ": C[" << i / n << "," << i % n << "] = " << got << ", reference "
+                    << ref[i] << ", tolerance " << tol;
+    }
+  }
+  return failures;
+}
+
 struct GemmCase {
   int64_t m, n, k;
 };
@@ -132,24 +160,8 @@ TEST_P(WgmmaGemmTest, MatchesF64ReferenceOnPoisonedOutput) {
   const auto b = RandomMatrix(dtype, k * n, static_cast<uint32_t>(n * 13 + k));
   const auto c = RunGemm(dtype, tile, m, n, k, a, b);
   const auto ref = Reference(dtype, m, n, k, a, b);
-  double max_ref = 0;
-  for (double v : ref) max_ref = std::max(max_ref, std::fabs(v));
-  const double u = dtype == WgmmaDType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
-  int64_t failures = 0;
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      const double got = FromStorage(dtype, c[i * n + j]);
-      const double want = ref[i * n + j];
-      const double tol = kAbs + kRel * std::sqrt(static_cast<double>(k)) * max_ref + u * std::fabs(want);
-      if (!(std::fabs(got - want) <= tol)) {  // NaN (unwritten) fails too
-        if (++failures <= 5) {
-          ADD_FAILURE() << "C[" << i << "," << j << "] = " << got << ", reference " << want
-                        << ", tolerance " << tol;
-        }
-      }
-    }
-  }
-  EXPECT_EQ(failures, 0) << "elements outside the contract's tolerance (or unwritten)";
+  EXPECT_EQ(Failures(dtype, n, k, c, ref, WgmmaTileName(tile)), 0)
+      << "elements outside the contract's tolerance (or unwritten)";
 }
 
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
@@ -196,10 +208,15 @@ TEST(WgmmaGeometryTest, GridAxisIsTilesAndEachTileMapsToOneMRowBlockAndNColumnBl
       // M is walked by tile rows of tile_m, N by tile columns of tile_n: never swapped.
       EXPECT_EQ(g.tiles_m, (m + g.tile_m - 1) / g.tile_m) << m << "x" << n;
       EXPECT_EQ(g.tiles_n, (n + g.tile_n - 1) / g.tile_n) << m << "x" << n;
-      // Clusters of `splits` CTAs, as many as fit the SMs, never more than tiles.
+      // Clusters of `splits` CTAs, as many as fit the SMs, never more than
+      // tiles; stream-K: one CTA per SM, never more than units.
       EXPECT_GE(g.splits, 1);
       EXPECT_LE(g.splits, 8);
-      EXPECT_EQ(g.grid_x, std::min(g.tiles(), 132 / g.splits) * g.splits);
+      if (WgmmaTileStreamK(tile)) {
+        EXPECT_EQ(g.grid_x, std::min<int64_t>(g.units(), 132));
+      } else {
+        EXPECT_EQ(g.grid_x, std::min(g.tiles(), 132 / g.splits) * g.splits);
+      }
       if (g.splits > 1) {
         EXPECT_TRUE(WgmmaTileSplitsK(tile));
         // Every rank gets k-blocks: (splits - 1) full ranges leave some for the last.
@@ -259,7 +276,8 @@ TEST(WgmmaDeterminismTest, RowsOfCDoNotDependOnM) {
   const int64_t n = 1032, k = 1024, full_m = 1000;
   for (WgmmaDType dtype : {WgmmaDType::kBF16, WgmmaDType::kF16}) {
     for (WgmmaTile tile : kAllWgmmaTiles) {
-      if (WgmmaTileSplitsK(tile)) continue;  // its split count follows M: no claim
+      // Their K split follows M: no claim.
+      if (WgmmaTileSplitsK(tile) || WgmmaTileStreamK(tile)) continue;
       const auto a = RandomMatrix(dtype, full_m * k, 7);
       const auto b = RandomMatrix(dtype, k * n, 8);
       const auto full = RunGemm(dtype, tile, full_m, n, k, a, b);
@@ -287,19 +305,78 @@ TEST(WgmmaSplitKTest, ClusterSplitsMatchReferenceAndRepeat) {
       const auto b = RandomMatrix(dtype, s.k * s.n, 12);
       const auto c = RunGemm(dtype, WgmmaTile::k64x256SplitK, s.m, s.n, s.k, a, b);
       const auto ref = Reference(dtype, s.m, s.n, s.k, a, b);
-      double max_ref = 0;
-      for (double v : ref) max_ref = std::max(max_ref, std::fabs(v));
-      const double u = dtype == WgmmaDType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
-      int64_t failures = 0;
-      for (size_t i = 0; i < ref.size(); ++i) {
-        const double tol = kAbs + kRel * std::sqrt(static_cast<double>(s.k)) * max_ref + u * std::fabs(ref[i]);
-        if (!(std::fabs(FromStorage(dtype, c[i]) - ref[i]) <= tol)) ++failures;
-      }
-      EXPECT_EQ(failures, 0) << s.m << "x" << s.n << "x" << s.k << " in " << g.splits << " splits";
+      EXPECT_EQ(Failures(dtype, s.n, s.k, c, ref, "split"), 0)
+          << s.m << "x" << s.n << "x" << s.k << " in " << g.splits << " splits";
       EXPECT_EQ(c, RunGemm(dtype, WgmmaTile::k64x256SplitK, s.m, s.n, s.k, a, b))
           << "bits differ between runs at " << g.splits << " splits";
     }
   }
+}
+
+// The stream-K tiles on grids forced to 7 CTAs and to one per SM, at shapes
+// that hit every segment case (wgmma_gemm.h; the host test walks the same
+// partitions): CTA ranges inside one tile and an owner with many contributors
+// (one tile of 64 k-blocks), owners with one contributor, whole tiles, fewer
+// units than SMs, M = 1, M = 96 with a ragged N tile and K not a multiple of
+// 64, K = 8. Every element checked on poisoned C (and poisoned workspace), then
+// the bits repeated on the same stream: the flags were left at zero, and the
+// partials are added in CTA order.
+TEST(WgmmaStreamKTest, EverySegmentCaseMatchesReferenceAndRepeatsBitwise) {
+  SKIP_WITHOUT_HOPPER();
+  int device_sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&device_sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  for (const GemmCase& s : {GemmCase{1, 256, 4096}, GemmCase{96, 3080, 8200}, GemmCase{1, 4104, 3000},
+                            GemmCase{300, 1000, 72}, GemmCase{1000, 136, 8}, GemmCase{128, 256, 64},
+                            GemmCase{777, 328, 2048}}) {
+    for (WgmmaDType dtype : {WgmmaDType::kBF16, WgmmaDType::kF16}) {
+      // The f64 reference of the largest shape takes seconds: bf16 only there.
+      if (dtype == WgmmaDType::kF16 && s.m * s.n * s.k > (int64_t{1} << 30)) continue;
+      const auto a = RandomMatrix(dtype, s.m * s.k, 21);
+      const auto b = RandomMatrix(dtype, s.k * s.n, 22);
+      const auto ref = Reference(dtype, s.m, s.n, s.k, a, b);
+      for (WgmmaTile tile : kAllWgmmaTiles) {
+        if (!WgmmaTileStreamK(tile)) continue;
+        for (int sms : {7, device_sms}) {
+          const WgmmaGeometry g = WgmmaLaunchGeometry(tile, s.m, s.n, s.k, sms);
+          const std::string what = std::string(WgmmaTileName(tile)) + " " + std::to_string(s.m) + "x" +
+                                   std::to_string(s.n) + "x" + std::to_string(s.k) + " on " +
+                                   std::to_string(g.grid_x) + " CTAs (" + std::to_string(g.units()) + " units)";
+          const auto c = RunGemm(dtype, tile, s.m, s.n, s.k, a, b, sms);
+          EXPECT_EQ(Failures(dtype, s.n, s.k, c, ref, what), 0) << what;
+          EXPECT_EQ(c, RunGemm(dtype, tile, s.m, s.n, s.k, a, b, sms)) << what << ": bits differ between runs";
+        }
+      }
+    }
+  }
+}
+
+TEST(WgmmaStreamKTest, RefusesMissingWorkspaceAndGridsLargerThanTheDevice) {
+  WgmmaGemmArgs args;
+  args.tile = WgmmaTile::k128x256StreamK;
+  args.m = 1000, args.n = 1032, args.k = 2048;
+  args.a = args.b = reinterpret_cast<const void*>(uintptr_t{256});
+  args.c = reinterpret_cast<void*>(uintptr_t{256});
+  args.num_sms = 132;
+  EXPECT_EQ(WgmmaUnsupportedReason(args), nullptr);
+  // No workspace, too little, or misaligned: nothing launched.
+  EXPECT_EQ(LaunchWgmmaGemm(args, nullptr), cudaErrorInvalidValue);
+  args.workspace = reinterpret_cast<void*>(uintptr_t{256});
+  args.workspace_bytes = WgmmaWorkspaceBytes(args) - 16;
+  EXPECT_EQ(LaunchWgmmaGemm(args, nullptr), cudaErrorInvalidValue);
+  args.workspace_bytes += 16;
+  args.workspace = reinterpret_cast<void*>(uintptr_t{264});
+  EXPECT_EQ(LaunchWgmmaGemm(args, nullptr), cudaErrorInvalidValue);
+
+  SKIP_WITHOUT_HOPPER();
+  // 1280 units planned for 1024 "SMs": more CTAs than the device holds at once,
+  // whose owners could wait forever; refused before launching.
+  DeviceBuffer a(1000 * 2048 * 2), b(2048 * 1032 * 2), c(1000 * 1032 * 2);
+  args.a = a.get(), args.b = b.get(), args.c = c.get();
+  args.num_sms = 1024;
+  args.workspace_bytes = WgmmaWorkspaceBytes(args);
+  DeviceBuffer workspace(args.workspace_bytes);
+  args.workspace = workspace.get();
+  EXPECT_EQ(LaunchWgmmaGemm(args, nullptr), cudaErrorCooperativeLaunchTooLarge);
 }
 
 TEST(WgmmaCoverageTest, RejectsStridesTmaCannotAddressWithoutLaunching) {
