@@ -242,6 +242,15 @@ int main(int argc, char** argv) {
                                      {128, 9216, 3072, DType::kBF16, false}, {17, 128, 65536, DType::kBF16, false}},
                                  st, checker);
       }
+      if (c.name.find("streamk") != std::string::npos) {
+        // Owners with one and several contributors, CTA ranges inside one tile,
+        // fewer units than SMs, M = 1, M = 96 with a ragged N tile and K off the
+        // 64-deep k-block, K = 8.
+        failures += RaggedChecks(c, {{96, 3080, 8200, DType::kF16, false}, {1, 4104, 3000, DType::kBF16, false},
+                                     {1, 256, 4096, DType::kF16, false}, {300, 1000, 72, DType::kBF16, false},
+                                     {1000, 136, 8, DType::kF16, false}, {777, 328, 2048, DType::kBF16, false}},
+                                 st, checker);
+      }
       if (c.name.find("splitk") != std::string::npos && c.name.find("wgmma") == 0) {
         // Clusters of 1 to 8 CTAs per tile (see WgmmaLaunchGeometry), ragged M.
         failures += RaggedChecks(c, {{16, 256, 4096, DType::kBF16, false}, {1, 4096, 4096, DType::kF16, false},

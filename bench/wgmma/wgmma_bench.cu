@@ -261,7 +261,7 @@ class Bench {
 
  private:
   static constexpr int kMaxReps = 100;
-  static constexpr size_t kMaxVariants = 4;
+  static constexpr size_t kMaxVariants = 12;  // every tile config and cuBLAS
 
   bool RunShape(WgmmaDType dtype, const Shape& s, uint64_t seed, std::vector<std::string>* rows) {
     const bool bf16 = dtype == WgmmaDType::kBF16;
@@ -334,6 +334,8 @@ class Bench {
       args.m = s.m, args.n = s.n, args.k = s.k;
       args.a = a, args.b = b, args.c = c;
       args.num_sms = props_.multiProcessorCount;
+      args.workspace_bytes = arbiter::wgmma::WgmmaWorkspaceBytes(args);  // stream-K partials
+      args.workspace = workspace_.Get(args.workspace_bytes);
       Variant v;
       v.name = arbiter::wgmma::WgmmaTileName(tile);
       if (const char* why = arbiter::wgmma::WgmmaUnsupportedReason(args)) {
@@ -462,6 +464,7 @@ class Bench {
   int* sink_ = nullptr;
   CheckStats* stats_ = nullptr;
   float* max_ref_ = nullptr;
+  arbiter::gemm_check::Scratch workspace_;  // the stream-K tiles' partials
   cudaEvent_t events_[kMaxVariants][2 * kMaxReps];
 };
 

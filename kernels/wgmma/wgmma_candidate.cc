@@ -129,15 +129,13 @@ std::vector<CandidateSpec> MakeWgmmaCandidates() {
       "64x256 wgmma, tiles' K split over up to 8 cluster CTAs, partials added in DSMEM"));
   // Stream-K for mid-size M against wide weights (issue 12): 64-row tiles for
   // M <= 64, 128-row tiles so that M <= 128 streams B once.
-  specs.push_back(MakeCandidate(
-      wgmma::WgmmaTile::k64x256StreamK,
-      "64x256 wgmma, stream-K: tiles x k-blocks spread over one CTA per SM, partials in CTA order"));
-  specs.push_back(MakeCandidate(
-      wgmma::WgmmaTile::k128x256StreamK,
-      "128x256 wgmma, stream-K: tiles x k-blocks spread over one CTA per SM, partials in CTA order"));
-  specs.push_back(MakeCandidate(
-      wgmma::WgmmaTile::k128x128StreamK,
-      "128x128 wgmma, stream-K: tiles x k-blocks spread over one CTA per SM, partials in CTA order"));
+  for (const wgmma::WgmmaTile tile : {wgmma::WgmmaTile::k64x256StreamK, wgmma::WgmmaTile::k128x256StreamK,
+                                      wgmma::WgmmaTile::k128x128StreamK}) {
+    const std::string description =
+        absl::StrCat(wgmma::WgmmaTileName(tile),
+                     " wgmma, stream-K: tiles x k-blocks spread over one CTA per SM, partials in CTA order");
+    specs.push_back(MakeCandidate(tile, description.c_str()));
+  }
   return specs;
 }
 
