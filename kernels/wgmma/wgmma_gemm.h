@@ -20,13 +20,13 @@
 //
 // Stream-K tiles (the *StreamK values): the work is tiles x k-blocks units
 // (64-deep k-blocks, tiles in WgmmaTileAt order, k-blocks in order inside a
-// tile), and gridDim.x = G = min(SMs, units) persistent CTAs, one per SM,
-// where CTA c walks units [c * U / G, (c + 1) * U / G) (WgmmaSegmentWalk: the
-// producer and the consumers walk the same segments, each a run of one tile's
-// k-blocks). A segment that covers its whole tile stores C as above. One that
-// starts past the tile's first k-block - always its CTA's first segment, so a
-// CTA has at most one - is a contributor: it writes its f32 accumulators to
-// workspace slot c and raises flag c (release). One that starts at k-block 0
+// tile), and gridDim.x = G = min(SMs, units, kWgmmaStreamKMaxCtas) persistent
+// CTAs, one per SM, where CTA c walks units [c * U / G, (c + 1) * U / G)
+// (WgmmaSegmentWalk: the producer and the consumers walk the same segments,
+// each a run of one tile's k-blocks). A segment that covers its whole tile
+// stores C as above. One that starts past the tile's first k-block - always
+// its CTA's first segment, so a CTA has at most one - is a contributor: it
+// writes its f32 accumulators to workspace slot c and raises flag c (release). One that starts at k-block 0
 // but ends before the last - always its CTA's last segment, so it finishes
 // last in time - is the tile's owner: it waits for the flags of CTAs c + 1
 // .. WgmmaStreamKCtaOf(the tile's last unit) (acquire), adds their partials in
@@ -34,7 +34,11 @@
 // Owners wait on other CTAs, so every CTA must be resident at once: G <= SMs
 // with one CTA per SM (the stages fill shared memory) guarantees it on an idle
 // device, and the launcher refuses a grid larger than the device holds (a
-// concurrent kernel holding SMs only delays the owners).
+// concurrent kernel holding SMs only delays the owners). The partial slots
+// are the caller's workspace (WgmmaWorkspaceBytes); the flags are a zeroed
+// per-stream buffer (kernels/common/stream_counters.h) that every launch
+// leaves at zero, allocated at a stream's first stream-K launch, which must
+// therefore not be inside a graph capture.
 //
 // Determinism: one CTA owns each C tile and walks K in a fixed order with no
 // atomics, so the output is bitwise run-to-run deterministic; for a fixed tile
