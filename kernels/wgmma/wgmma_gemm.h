@@ -92,7 +92,9 @@ enum class WgmmaTile {
   // evenly over one CTA per SM, so a few tiles against a long K keep every SM
   // streaming B, each tile's partials added by its owner in CTA order. Run to
   // run deterministic, not batch invariant. They need workspace
-  // (WgmmaWorkspaceBytes).
+  // (WgmmaWorkspaceBytes). Correct on the H200, but slower than cuBLASLt at
+  // every mid-size shape measured (0.77-0.90x at best): not registered
+  // candidates (kernels/wgmma/wgmma_candidate.cc).
   k64x256StreamK,   // 4 stages, one consumer warpgroup: M up to 64 per tile
   k128x256StreamK,  // 4 stages, two consumer warpgroups: B read once for M <= 128
   k128x128StreamK,  // 6 stages
