@@ -121,86 +121,6 @@ void PaddedAB(const Op& op, cudaStream_t s) {
   GemmEx(op.dtype, op.m, op.n, kp, a, kp, b_pad, np, op.c, op.n, s);
 }
 
-// An experiment: the padded path in column chunks, its copies on the copy
-// engines (cudaMemcpy2DAsync, no SMs) overlapping cuBLAS on the SMs - chunk j+1
-// of B lands in aligned scratch while chunk j multiplies, and chunk j of C goes
-// back while chunk j+1 multiplies. Chunks are multiples of 8 columns; the last
-// chunk's pad columns of B are not zeroed: they reach only C's pad columns,
-// which are never copied back. `first_by_kernel`: chunk 0 of B by the pad
-// kernel on the SMs (nothing else runs yet), the rest by the copy engines.
-struct PipeStreams {
-  cudaStream_t copy_in = nullptr, copy_out = nullptr;
-  cudaEvent_t fork = nullptr, done = nullptr;
-  std::vector<cudaEvent_t> landed, multiplied;  // per chunk
-};
-constexpr int kMaxPipeParts = 16;
-PipeStreams& Pipe() {
-  static PipeStreams p = [] {
-    PipeStreams q;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&q.copy_in, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&q.copy_out, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&q.fork, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&q.done, cudaEventDisableTiming));
-    q.landed.resize(kMaxPipeParts);
-    q.multiplied.resize(kMaxPipeParts);
-    for (cudaEvent_t& e : q.landed) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    for (cudaEvent_t& e : q.multiplied) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    return q;
-  }();
-  return p;
-}
-
-void PaddedPipelined(const Op& op, int parts, bool first_by_kernel, cudaStream_t s) {
-  const int64_t kp = RoundUp(op.k, 8), np = RoundUp(op.n, 8);
-  if (kp == op.k && np == op.n) return Cublas(op, s);
-  const size_t es = 2;
-  const int64_t chunk = RoundUp((op.n + parts - 1) / parts, 8);
-  parts = static_cast<int>((op.n + chunk - 1) / chunk);
-  if (parts > kMaxPipeParts) {
-    std::fprintf(stderr, "cublas_padded_pipe: %d chunks > %d\n", parts, kMaxPipeParts);
-    std::exit(1);
-  }
-  const bool pad_a = kp != op.k;
-  const size_t a_bytes = pad_a ? RoundUpBytes(op.m * kp * es) : 0;
-  const size_t b_bytes = RoundUpBytes(kp * chunk * es);
-  const size_t c_bytes = RoundUpBytes(op.m * chunk * es);
-  char* base = static_cast<char*>(Workspace(a_bytes + parts * (b_bytes + c_bytes)));
-  PipeStreams& p = Pipe();
-  CUDA_CHECK(cudaEventRecord(p.fork, s));
-  CUDA_CHECK(cudaStreamWaitEvent(p.copy_in, p.fork));
-  CUDA_CHECK(cudaStreamWaitEvent(p.copy_out, p.fork));
-  const void* a = op.a;
-  if (pad_a) {
-    CUDA_CHECK(k::LaunchPad2d(op.a, op.m, op.k, op.k, base, op.m, kp, 2, s));
-    a = base;
-  }
-  for (int j = 0; j < parts; ++j) {
-    const int64_t cols = std::min(chunk, op.n - j * chunk);
-    char* b = base + a_bytes + j * b_bytes;
-    char* c = base + a_bytes + parts * b_bytes + j * c_bytes;
-    const char* src = static_cast<const char*>(op.b) + j * chunk * es;
-    if (j == 0 && first_by_kernel) {
-      CUDA_CHECK(k::LaunchPad2d(src, op.k, cols, op.n, b, kp, chunk, 2, s));
-    } else {
-      CUDA_CHECK(cudaMemcpy2DAsync(b, chunk * es, src, op.n * es, cols * es, op.k,
-                                   cudaMemcpyDeviceToDevice, p.copy_in));
-      if (kp != op.k) {  // zero rows: they meet A's zero pad columns (0 * NaN is NaN)
-        CUDA_CHECK(cudaMemsetAsync(b + op.k * chunk * es, 0, (kp - op.k) * chunk * es, p.copy_in));
-      }
-      CUDA_CHECK(cudaEventRecord(p.landed[j], p.copy_in));
-      CUDA_CHECK(cudaStreamWaitEvent(s, p.landed[j]));
-    }
-    GemmEx(op.dtype, op.m, chunk, kp, a, pad_a ? kp : op.k, b, chunk, c, chunk, s);
-    CUDA_CHECK(cudaEventRecord(p.multiplied[j], s));
-    CUDA_CHECK(cudaStreamWaitEvent(p.copy_out, p.multiplied[j]));
-    CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(op.c) + j * chunk * es, op.n * es, c,
-                                 chunk * es, cols * es, op.m, cudaMemcpyDeviceToDevice,
-                                 p.copy_out));
-  }
-  CUDA_CHECK(cudaEventRecord(p.done, p.copy_out));
-  CUDA_CHECK(cudaStreamWaitEvent(s, p.done));
-}
-
 // cuBLASLt's heuristic ranks for one problem, as kernels/cublas/cublaslt_gemm.cc asks.
 struct LtPlan {
   cublasLtMatmulDesc_t matmul = nullptr;
@@ -330,13 +250,6 @@ std::vector<Candidate> Candidates() {
   // Bench only: the padded path before v3, to compare in one run.
   out.push_back({"cublas_padded_v1", 1e-4, 5e-6, ragged, PaddedMemcpy2D, false});
   out.push_back({"cublas_padded_ab", 1e-4, 5e-6, ragged, PaddedAB, false});
-  for (int parts : {2, 4, 8}) {
-    out.push_back({"cublas_padded_pipe" + std::to_string(parts), 1e-4, 5e-6, ragged,
-                   [parts](const Op& op, cudaStream_t s) { PaddedPipelined(op, parts, false, s); },
-                   false});
-  }
-  out.push_back({"cublas_padded_pipe4k", 1e-4, 5e-6, ragged,
-                 [](const Op& op, cudaStream_t s) { PaddedPipelined(op, 4, true, s); }, false});
   out.push_back({"wgmma_128x128", 1e-6, 1e-5, aligned, [](const Op& op, cudaStream_t s) {
                    Wgmma(op, arbiter::wgmma::WgmmaTile::k128x128, s);
                  }});
