@@ -19,7 +19,9 @@
 // same rows inside M = 128, bit for bit).
 //
 // Timing: CUDA events around one launch (padding passes and split reductions
-// included); before every sample a memset of 2x L2 (the daemon's cold-L2 flush);
+// included); before every sample a memset of 2x L2 (the daemon's cold-L2 flush
+// until session 10) and, in a second series, a read of 2x L2 (the daemon's since:
+// it leaves clean lines only, as serving does);
 // 3 warm-up runs, then --reps samples per candidate, interleaved round-robin
 // across candidates so that clock and power drift hit all alike.
 //
@@ -71,7 +73,7 @@ __global__ void EmptyKernel() {}
 struct Timing {
   std::string name;
   bool raced = true;
-  double median = 0, iqr = 0;            // after the daemon's memset flush
+  double median = 0, iqr = 0;            // after the memset flush
   double median_read = 0, iqr_read = 0;  // after a read flush (clean L2)
   double headroom = 0;
 };
@@ -148,7 +150,8 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaStreamCreate(&st));
   gc::EventTimer timer;
   const gc::L2Flush flush(device.props);
-  // Mode 0: the daemon's memset flush; mode 1: a read pass (clean L2).
+  // Mode 0: a memset (dirty L2, the daemon's flush until session 10); mode 1: a
+  // read pass (clean L2, the daemon's flush since: backends/cuda/cuda_stream.cc).
   const auto empty_l2 = [&](int mode, int sample) {
     if (mode == 0) {
       flush.Write(sample, st);
@@ -305,7 +308,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < (reps > 1 ? 3 : 0); ++i) c->run(op, st);
     }
     CUDA_CHECK(cudaStreamSynchronize(st));
-    // Samples under both flushes, interleaved: [0] the daemon's memset, [1] a read pass.
+    // Samples under both flushes, interleaved: [0] a memset, [1] a read pass (the daemon's).
     std::vector<std::vector<double>> samples[2];
     samples[0].resize(live.size());
     samples[1].resize(live.size());
@@ -339,7 +342,7 @@ int main(int argc, char** argv) {
 
   // ---- tables ----
   std::printf("\n## Per shape: device time us, median of %d cold-L2 samples (IQR/median), "
-              "after the daemon's memset flush | after a read flush\n\n", reps);
+              "after a memset flush | after a read flush (the daemon's)\n\n", reps);
   std::printf("| shape | candidate | median us | IQR | vs cuBLAS | / floor | read-flush us | IQR | vs cuBLAS | / floor | headroom |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& row : results) {
@@ -362,7 +365,7 @@ int main(int argc, char** argv) {
   }
   for (int mode = 0; mode < 2; ++mode) {
     std::printf("\n## Served (best checked raced candidate) against cuBLAS alone, %s\n\n",
-                mode == 0 ? "memset flush (the daemon's)" : "read flush (clean L2)");
+                mode == 0 ? "memset flush (dirty L2)" : "read flush (clean L2, the daemon's)");
     std::printf("| shape | floor us | cuBLAS us | cuBLAS/floor | served | served us | IQR | served/floor | speedup | faster bench-only |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
     double log_cublas = 0, log_served = 0;
