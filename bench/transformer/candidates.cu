@@ -126,12 +126,8 @@ struct LtPlan {
   cublasLtMatmulDesc_t matmul = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   std::vector<cublasLtMatmulAlgo_t> algos;
-  // An experiment: rank 0's algorithm with K split `splits` ways, the partials
-  // reduced in f32 (a fixed-order reduction), where cuBLASLt accepts it.
-  std::map<int, cublasLtMatmulAlgo_t> split_k;
 };
 std::map<std::string, LtPlan> g_lt;
-inline constexpr int kLtSplits[] = {2, 4, 8, 16};
 
 LtPlan& LtFor(const Op& op) {
   char key[128];
@@ -180,34 +176,15 @@ LtPlan& LtFor(const Op& op) {
     p.algos.push_back(results[i].algo);
   }
   cublasLtMatmulPreferenceDestroy(pref);
-  for (int splits : kLtSplits) {
-    if (p.algos.empty()) break;
-    cublasLtMatmulAlgo_t algo = p.algos[0];
-    const int32_t n = splits;
-    const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &n,
-                                             sizeof(n)) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
-                                             sizeof(scheme)) != CUBLAS_STATUS_SUCCESS) {
-      continue;
-    }
-    cublasLtMatmulHeuristicResult_t check = {};
-    if (cublasLtMatmulAlgoCheck(g.lt, p.matmul, p.a, p.b, p.c, p.c, &algo, &check) ==
-            CUBLAS_STATUS_SUCCESS &&
-        check.workspaceSize <= g.lt_workspace_bytes) {
-      p.split_k[splits] = algo;
-    }
-  }
   return p;
 }
 
-void CublasLtAlgo(const Op& op, const cublasLtMatmulAlgo_t& algo, cudaStream_t s) {
+void CublasLt(const Op& op, int rank, cudaStream_t s) {
   LtPlan& p = LtFor(op);
   const float alpha = 1.f, beta = 0.f;
   CUBLAS_CHECK(cublasLtMatmul(g.lt, p.matmul, &alpha, op.b, p.a, op.a, p.b, &beta, op.c, p.c,
-                              op.c, p.c, &algo, g.lt_workspace, g.lt_workspace_bytes, s));
+                              op.c, p.c, &p.algos[rank], g.lt_workspace, g.lt_workspace_bytes, s));
 }
-void CublasLt(const Op& op, int rank, cudaStream_t s) { CublasLtAlgo(op, LtFor(op).algos[rank], s); }
 
 // A family through its Launcher (kernels/common/launch_args.h), with the scratch it asks for.
 void RunFamily(const k::Launcher& launcher, const Op& op, cudaStream_t s) {
@@ -267,14 +244,6 @@ std::vector<Candidate> Candidates() {
                    [rank](const Op& op) { return rank < static_cast<int>(LtFor(op).algos.size()); },
                    [rank](const Op& op, cudaStream_t s) { CublasLt(op, rank, s); },
                    rank < kLtRacedRanks});
-  }
-  for (int splits : kLtSplits) {
-    out.push_back({"cublaslt_h0_sk" + std::to_string(splits), 1e-4, 5e-6,
-                   [splits](const Op& op) { return LtFor(op).split_k.count(splits) > 0; },
-                   [splits](const Op& op, cudaStream_t s) {
-                     CublasLtAlgo(op, LtFor(op).split_k.at(splits), s);
-                   },
-                   false});
   }
   const auto ragged = [](const Op& op) { return op.n % 8 != 0 || op.k % 8 != 0; };
   out.push_back({"cublas_padded", 1e-4, 5e-6, ragged, PaddedKernel});
