@@ -262,8 +262,8 @@ std::vector<Candidate> Candidates() {
                    Wgmma(op, arbiter::wgmma::WgmmaTile::k64x256SplitK, s);
                  }});
   // Bench only (kernels/wgmma/wgmma_candidate.cc says why they are not raced),
-  // at any M: besides the mid-size shapes they were built for, stream-K may
-  // pay where a large shape's tiles leave the last wave part-empty.
+  // at any M, so the tables show them beside the data-parallel tiles on large
+  // shapes too (1.4-1.8x slower there on the H200: bench/results/wgmma-h200.md).
   for (const auto tile : {arbiter::wgmma::WgmmaTile::k64x256StreamK,
                           arbiter::wgmma::WgmmaTile::k128x256StreamK,
                           arbiter::wgmma::WgmmaTile::k128x128StreamK}) {
