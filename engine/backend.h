@@ -109,6 +109,17 @@ class Stream {
   virtual absl::Status TimerStop() = 0;
   virtual absl::StatusOr<double> ElapsedSeconds() = 0;
   virtual absl::Status Synchronize() = 0;
+  // Holds this stream's device work back until ReleaseLaunches, so that what is
+  // enqueued in between (a flush, the timer's start, a candidate's kernels, the
+  // timer's stop) then runs back to back however long the host took to enqueue
+  // it: a launch's host-side cost never enters a timed window, whatever it
+  // follows. A hold never released ends by itself after a bound (a launch that
+  // waits for the device would otherwise wait forever); LastHoldExpired, asked
+  // once the held work completed, says whether it ended so. The default holds
+  // nothing: a host backend's timer measures the host.
+  virtual absl::Status HoldLaunches() { return absl::OkStatus(); }
+  virtual absl::Status ReleaseLaunches() { return absl::OkStatus(); }
+  virtual bool LastHoldExpired() { return false; }
   // f64-accumulated reference over the operands as stored, written to host.
   virtual absl::Status Reference(const Problem& p, const Buffer& a, const Buffer& b,
                                  std::vector<double>* c) = 0;

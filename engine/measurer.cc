@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -78,6 +79,7 @@ struct Measurer::Entrant {
   double device = 0;            // their sum
   bool active = true;           // still sampling
   std::string stopped;          // why it stopped before its median was stable, if it did
+  std::string hold_note;        // its samples' hold expired (Stream::LastHoldExpired), if one did
   absl::Status error;           // a run or the timer failed
   Measurement* measurement = nullptr;  // whose result `result` is
   double oracle_run = 0;        // device seconds of its oracle run (warm, not a sample)
@@ -364,10 +366,8 @@ absl::Status Measurer::TimePaired(std::vector<Entrant>& entrants, const Operands
          return e.active;
        });
        ++round) {
-    // One sample of each, starting one further along each round: no candidate
-    // always runs first, or always right after the same other one.
-    for (size_t j = 0; j < n; ++j) {
-      Entrant& e = entrants[(round + j) % n];
+    for (size_t j : RoundOrder(n, round)) {
+      Entrant& e = entrants[j];
       if (!e.active) continue;
       RETURN_IF_ERROR(TimeSample(e, round, args, report));
       if (!e.error.ok()) e.active = false;
@@ -481,7 +481,9 @@ void Measurer::WriteResult(Entrant& e) {
   r.median_seconds = st.median;
   r.spread = st.spread;
   r.samples = st.count;
-  r.reason = e.stopped;
+  r.reason = e.hold_note.empty() ? e.stopped
+             : e.stopped.empty() ? e.hold_note
+                                 : absl::StrCat(e.stopped, "; ", e.hold_note);
 }
 
 void Measurer::ReadClock(MeasureReport* report) {
@@ -499,7 +501,17 @@ absl::Status Measurer::TimeSample(Entrant& e, int round, const GemmArgs& args,
   if (Cancelled()) return CancelledRace(args.problem);
   Launching(*e.spec, "timing");
   absl::Status s;
-  if (options_.cold_cache) {
+  bool held = false;
+  if (options_.hold_launches) {
+    s = stream_.HoldLaunches();
+    held = s.ok();
+  }
+  // Released on every path: held work must run before anything waits for it.
+  absl::Cleanup release = [&] {
+    if (held) stream_.ReleaseLaunches().IgnoreError();
+    held = false;
+  };
+  if (s.ok() && options_.cold_cache) {
     // Enqueued, not waited for: the start event follows the flush in stream
     // order, and the host enqueues the candidate while the flush runs. Waiting
     // here put the candidate's host-side launch inside the timed window (on the
@@ -514,7 +526,13 @@ absl::Status Measurer::TimeSample(Entrant& e, int round, const GemmArgs& args,
     if (s.ok()) s = stream_.TimerStart();
     if (s.ok()) s = e.member->run(args);
     if (s.ok()) s = stream_.TimerStop();
+    std::move(release).Invoke();
     t = s.ok() ? stream_.ElapsedSeconds() : absl::StatusOr<double>(s);
+  }
+  if (t.ok() && options_.hold_launches && stream_.LastHoldExpired() && e.hold_note.empty()) {
+    // Its launch waited for the device (a synchronizing call): the hold gave up,
+    // and the samples may carry its host-side cost as they did before holds.
+    e.hold_note = "its launch waits for the device: timed without the launch hold";
   }
   if (!t.ok()) {
     e.error = t.status();
@@ -577,11 +595,11 @@ absl::Status Measurer::ExtendCloseRace(std::vector<Entrant>& entrants, const Ope
       ext.ended = "not settled by the wall-clock limit";
       return absl::OkStatus();
     }
-    // One sample of each, in rotating order, as in the race's own rounds.
+    // One sample of each, in the order the race's own rounds take.
     const int round = cost.rounds;
     const double before = cost.device;
-    for (size_t j = 0; j < close.size(); ++j) {
-      Entrant& e = *close[(static_cast<size_t>(round) + j) % close.size()];
+    for (size_t j : RoundOrder(close.size(), round)) {
+      Entrant& e = *close[j];
       const size_t had = e.samples.size();
       RETURN_IF_ERROR(TimeSample(e, round, args, report));
       if (e.samples.size() > had) report->samples.Add(e.result->name, round, e.samples.back());

@@ -14,9 +14,12 @@
 //      nondeterministic with the reason (a slow generic kernel behind a fast one
 //      runs twice, for the oracle and one sample, instead of four times);
 //   3. paired timing: the candidates that passed are timed interleaved, one
-//      sample of each per round (the round's order rotating), each sample cold
-//      (cache flushed) and by the device timer, so drift in clocks or temperature
-//      lands on every candidate alike instead of picking a winner. A candidate
+//      sample of each per round (RoundOrder: each first in turn, each after
+//      different others), each sample cold (cache flushed) and by the device
+//      timer with the stream held while it is enqueued (Stream::HoldLaunches:
+//      no host-side launch cost in the window), so drift in clocks or
+//      temperature, and whatever one candidate leaves behind for the next, lands
+//      on every candidate alike instead of picking a winner. A candidate
 //      stops sampling once its median is stable, once it cannot win (its lower
 //      quartile above the best's upper quartile), or once it is far slower than
 //      the best (hopeless_factor) and either took that much longer than the
@@ -45,6 +48,7 @@
 #include "engine/backend.h"
 #include "engine/random_fill.h"  // FillRandom, for the measurer's users
 #include "engine/registry.h"
+#include "engine/round_order.h"  // RoundOrder, the rounds' order
 #include "engine/sample_stats.h"  // Summarize, for the measurer's users
 #include "engine/verdict.h"
 
@@ -78,6 +82,8 @@ struct MeasureOptions {
                                     // the same round, or after 3 samples or its share of the
                                     // device budget
   bool cold_cache = true;           // flush the last-level cache before each sample
+  bool hold_launches = true;        // enqueue each sample (flush, timer, candidate) behind a
+                                    // hold on the stream, released once all is enqueued
   uint64_t seed = 0;                // operand seed; 0 picks a fresh one per measurement
   bool check_determinism = true;    // rerun to check run_to_run / batch_invariant claims
   int64_t oracle_rows = 64;         // all rows of C checked up to this M; past it (and past

@@ -101,6 +101,7 @@ absl::Status CudaStream::Init(const CudaBackendOptions& options) {
 
 CudaStream::~CudaStream() {
   cudaSetDevice(pool_->device());
+  if (holding_) ReleaseLaunches().IgnoreError();  // the held work runs before the stream goes
   if (res_.stream != nullptr) {
     cudaStreamSynchronize(res_.stream);
     pool_->RemoveStream(res_.stream);
@@ -115,6 +116,7 @@ CudaStream::~CudaStream() {
   lt_workspace_.reset();
   cublas_workspace_.reset();
   if (staging_ != nullptr) cudaFreeHost(staging_);
+  if (hold_words_ != nullptr) cudaFreeHost(hold_words_);
   for (cudaEvent_t e : staged_) {
     if (e != nullptr) cudaEventDestroy(e);
   }
@@ -202,6 +204,19 @@ absl::Status CudaStream::Poison(Buffer& buf, DType dtype, size_t count) {
   return absl::OkStatus();
 }
 
+size_t CudaStream::FlushBytes() const {
+  return 2 * static_cast<size_t>(std::max(props_.l2CacheSize, 1 << 20));
+}
+
+absl::Status CudaStream::EnsureFlushBuffer() {
+  if (flush_ != nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(flush_, pool_->Allocate(FlushBytes() + kFlushSink));
+  // Zeros once (the xor the read pass takes is then 0, never its `never`); the
+  // dirty lines this leaves are written back by the first read pass.
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_->data(), 0, FlushBytes() + kFlushSink, res_.stream));
+  return absl::OkStatus();
+}
+
 absl::Status CudaStream::FlushCache() {
   RETURN_IF_ERROR(Use());
   // Reading twice the L2 through it evicts every line the operands left there
@@ -210,14 +225,8 @@ absl::Status CudaStream::FlushCache() {
   // it streamed its operands - tens of MB of writes that serving does not put
   // before a GEMM (its weights are read, not written) and that moved the ranks
   // of bandwidth-bound kernels on the H200 (README, "Selection").
-  const size_t bytes = 2 * static_cast<size_t>(std::max(props_.l2CacheSize, 1 << 20));
-  constexpr size_t kSink = 256;  // past the flushed bytes: the read pass's sink
-  if (flush_ == nullptr) {
-    ASSIGN_OR_RETURN(flush_, pool_->Allocate(bytes + kSink));
-    // Zeros once (the xor the read pass takes is then 0, never kNever); the
-    // dirty lines this leaves are written back by the first read pass.
-    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_->data(), 0, bytes + kSink, res_.stream));
-  }
+  RETURN_IF_ERROR(EnsureFlushBuffer());
+  const size_t bytes = FlushBytes();
   constexpr unsigned kNever = 0x9e3779b9u;
   auto* base = static_cast<unsigned char*>(flush_->data());
   CUDA_RETURN_IF_ERROR(LaunchReadFlush(base, bytes, kNever,
@@ -255,6 +264,47 @@ absl::Status CudaStream::Synchronize() {
   RETURN_IF_ERROR(Use());
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_.stream));
   return absl::OkStatus();
+}
+
+namespace {
+// Far past any launch's host-side cost (cuBLAS's cold path is tens of us), short
+// enough that a launch which waits for the device costs its sample little.
+constexpr uint64_t kHoldLimitNs = 20'000'000;
+}  // namespace
+
+absl::Status CudaStream::HoldLaunches() {
+  if (holding_) return absl::FailedPreconditionError("HoldLaunches while a hold is open");
+  RETURN_IF_ERROR(Use());
+  if (hold_words_ == nullptr) {
+    void* words = nullptr;
+    CUDA_RETURN_IF_ERROR(cudaHostAlloc(&words, 2 * sizeof(unsigned), cudaHostAllocMapped));
+    hold_words_ = static_cast<unsigned*>(words);
+    hold_words_[0] = hold_words_[1] = 0;
+  }
+  // The flush buffer's first allocation and zeroing may wait for the device:
+  // never behind a hold.
+  RETURN_IF_ERROR(EnsureFlushBuffer());
+  unsigned* device_words = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words),
+                                                hold_words_, 0));
+  ++hold_generation_;
+  if (hold_generation_ == 0) ++hold_generation_;  // 0 is the words' initial value
+  CUDA_RETURN_IF_ERROR(LaunchHold(device_words, hold_generation_, kHoldLimitNs,
+                                  device_words + 1, res_.stream));
+  holding_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::ReleaseLaunches() {
+  if (!holding_) return absl::OkStatus();
+  holding_ = false;
+  __atomic_store_n(&hold_words_[0], hold_generation_, __ATOMIC_SEQ_CST);
+  return absl::OkStatus();
+}
+
+bool CudaStream::LastHoldExpired() {
+  return hold_words_ != nullptr && hold_generation_ != 0 &&
+         __atomic_load_n(&hold_words_[1], __ATOMIC_SEQ_CST) == hold_generation_;
 }
 
 absl::Status CudaStream::Reference(const Problem& p, const Buffer& a, const Buffer& b,

@@ -47,6 +47,11 @@ class CudaStream final : public Stream {
   absl::Status TimerStop() override;
   absl::StatusOr<double> ElapsedSeconds() override;
   absl::Status Synchronize() override;
+  // A one-thread kernel spinning on a word of mapped page-locked memory that
+  // ReleaseLaunches writes; it gives up after kHoldLimitNs.
+  absl::Status HoldLaunches() override;
+  absl::Status ReleaseLaunches() override;
+  bool LastHoldExpired() override;
   absl::Status Reference(const Problem& p, const Buffer& a, const Buffer& b,
                          std::vector<double>* c) override;
   // Opens the cudaIpcEventHandle_t, makes the stream wait on it, and closes it
@@ -72,6 +77,10 @@ class CudaStream final : public Stream {
   absl::Status Init(const CudaBackendOptions& options);
   absl::Status Use() const;  // makes the device current on this thread
   absl::Status CopyToHostRaw(void* dst, const void* src, size_t bytes);
+  // The flush reads twice the L2 (FlushBytes), then kFlushSink bytes hold its sink.
+  static constexpr size_t kFlushSink = 256;
+  size_t FlushBytes() const;
+  absl::Status EnsureFlushBuffer();
   // Stages `gather`'s bytes a chunk at a time to `to` on the device.
   absl::Status StageToDevice(const HostGather& gather, char* to);
   // Zeroes the device counter, enqueues `launch(counter)` and reads the counter back.
@@ -94,6 +103,11 @@ class CudaStream final : public Stream {
   std::unique_ptr<Buffer> flush_;                 // 2x L2 (and a sink), read to evict it
   std::unique_ptr<Buffer> counter_;               // one unsigned long long the counts add to
   std::unique_ptr<Buffer> fill_table_;            // FillRandom's table on the device
+  // Mapped page-locked words: [0] the generation ReleaseLaunches opened, [1] the
+  // generation whose hold expired first.
+  unsigned* hold_words_ = nullptr;
+  unsigned hold_generation_ = 0;
+  bool holding_ = false;
 };
 
 }  // namespace arbiter::cuda

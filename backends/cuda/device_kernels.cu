@@ -194,6 +194,24 @@ __global__ void ReadFlushKernel(const uint4* __restrict__ p, int64_t count, unsi
   if (x == never) *sink = x;
 }
 
+__device__ uint64_t GlobalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void HoldKernel(const volatile unsigned* open, unsigned generation, uint64_t limit_ns,
+                           volatile unsigned* expired) {
+  const uint64_t start = GlobalTimerNs();
+  while (*open != generation) {
+    if (GlobalTimerNs() - start > limit_ns) {
+      *expired = generation;
+      return;
+    }
+    __nanosleep(256);
+  }
+}
+
 }  // namespace
 
 cudaError_t LaunchReadFlush(const void* data, size_t bytes, unsigned never, unsigned* sink,
@@ -202,6 +220,12 @@ cudaError_t LaunchReadFlush(const void* data, size_t bytes, unsigned never, unsi
   ReadFlushKernel<<<blocks, 512, 0, stream>>>(static_cast<const uint4*>(data),
                                               static_cast<int64_t>(bytes / sizeof(uint4)), never,
                                               sink);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchHold(const volatile unsigned* open, unsigned generation, uint64_t limit_ns,
+                       volatile unsigned* expired, cudaStream_t stream) {
+  HoldKernel<<<1, 1, 0, stream>>>(open, generation, limit_ns, expired);
   return cudaGetLastError();
 }
 

@@ -28,6 +28,14 @@ cudaError_t LaunchFill(void* data, int elem_bytes, uint64_t nan_bits, size_t cou
 cudaError_t LaunchReadFlush(const void* data, size_t bytes, unsigned never, unsigned* sink,
                             int blocks, cudaStream_t stream);
 
+// One thread that waits until the host writes `generation` to `*open`, or until
+// `limit_ns` of the device's global timer have passed, when it writes `generation`
+// to `*expired` instead. Both words are mapped page-locked host memory. Work
+// enqueued behind it on `stream` starts only then, back to back, however long the
+// host took to enqueue it.
+cudaError_t LaunchHold(const volatile unsigned* open, unsigned generation, uint64_t limit_ns,
+                       volatile unsigned* expired, cudaStream_t stream);
+
 // Fills `count` elements of `elem_bytes` (2, 4 or 8) from a 2^16-entry `table`
 // (device memory) as engine/random_fill.h describes: element i is the entry
 // picked by SplitMix64(key + i), its sign bit flipped by bit 16 of that hash.

@@ -130,11 +130,28 @@ class FakeStream final : public Stream {
   void set_drift(double drift) { drift_ = drift; }
   void set_flush_seconds(double seconds) { flush_seconds_ = seconds; }
   // A fake kernel's host-side launch cost: the host spends `seconds` before the
-  // kernel reaches the device, which idles for what queued work does not cover.
+  // kernel reaches the device, which idles for what queued work does not cover -
+  // unless a hold keeps the device waiting until all is enqueued.
   void HostLaunch(double seconds) {
+    if (held_ && !holds_expire_) return;
     clock_ += std::max(queued_, seconds);
     queued_ = 0;
   }
+  // A hold: the device starts nothing until the release (HostLaunch above).
+  absl::Status HoldLaunches() override {
+    held_ = true;
+    ++holds_;
+    return absl::OkStatus();
+  }
+  absl::Status ReleaseLaunches() override {
+    held_ = false;
+    return absl::OkStatus();
+  }
+  bool LastHoldExpired() override { return holds_ > 0 && holds_expire_; }
+  // Every hold gives up before the host has enqueued the sample, as a real one
+  // does when a launch waits for the device.
+  void set_holds_expire(bool expire) { holds_expire_ = expire; }
+  int holds() const { return holds_; }
   // Between TimerStart and TimerStop: a kernel running now is a timed sample.
   bool timer_running() const { return timer_running_; }
 
@@ -145,6 +162,8 @@ class FakeStream final : public Stream {
   double drift_ = 0;
   int64_t advances_ = 0;
   bool timer_running_ = false;
+  bool held_ = false, holds_expire_ = false;
+  int holds_ = 0;
 };
 
 // A mapped region's stand-in: host memory aligned as a device allocation is

@@ -106,11 +106,12 @@ KernelFn HostCostlyKernel(double host_seconds, double device_seconds) {
   };
 }
 
-// Device time is what a race compares: the flush before a sample is not waited
-// for, so a launch that costs the host more than it costs the device hides behind
-// the flush and the faster kernel wins. (Waiting put the launch in the window:
-// 12 + 8 us read as slower than 1 + 10.)
-TEST_F(MeasurerTest, ACandidatesHostLaunchCostHidesBehindTheFlush) {
+// Device time is what a race compares: without a hold, the flush before a sample
+// is not waited for, so a launch that costs the host less than the flush takes
+// hides behind it and the faster kernel wins. (Waiting put the launch in the
+// window: 12 + 8 us read as slower than 1 + 10.)
+TEST_F(MeasurerTest, WithoutAHoldACandidatesHostLaunchCostHidesBehindTheFlush) {
+  options_.hold_launches = false;
   stream_.set_flush_seconds(30e-6);  // a read pass over twice the L2 takes about that
   std::vector<CandidateSpec> c;
   c.push_back(FakeCandidate("light_launch", 2, HostCostlyKernel(1e-6, 10e-6)));
@@ -120,6 +121,44 @@ TEST_F(MeasurerTest, ACandidatesHostLaunchCostHidesBehindTheFlush) {
   for (const Measurement& x : m) ASSERT_EQ(x.result.state, ResultState::kTimed) << x.result;
   EXPECT_NEAR(m[0].result.median_seconds, 10e-6, 1e-12);
   EXPECT_NEAR(m[1].result.median_seconds, 8e-6, 1e-12);
+}
+
+// A launch that costs the host more than the flush takes (cuBLAS's cold path, a
+// busy host) stays out of its sample too: the stream is held until the sample is
+// enqueued. Without the hold the same race reads the heavy launch as slower.
+TEST_F(MeasurerTest, AHeldSampleKeepsAHostLaunchLongerThanTheFlushOutOfTheWindow) {
+  stream_.set_flush_seconds(2e-6);
+  const auto race = [&] {
+    std::vector<CandidateSpec> c;
+    c.push_back(FakeCandidate("light_launch", 2, HostCostlyKernel(1e-6, 10e-6)));
+    c.push_back(FakeCandidate("heavy_launch", 2, HostCostlyKernel(40e-6, 8e-6)));
+    return Measure(std::move(c), p_);
+  };
+  std::vector<Measurement> m = race();
+  ASSERT_EQ(m.size(), 2u);
+  for (const Measurement& x : m) ASSERT_EQ(x.result.state, ResultState::kTimed) << x.result;
+  EXPECT_NEAR(m[0].result.median_seconds, 10e-6, 1e-12);
+  EXPECT_NEAR(m[1].result.median_seconds, 8e-6, 1e-12);
+  EXPECT_TRUE(m[1].result.reason.empty()) << m[1].result;
+  EXPECT_GT(stream_.holds(), 0);
+
+  options_.hold_launches = false;
+  m = race();
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_NEAR(m[1].result.median_seconds, 8e-6 + 38e-6, 1e-12);  // the host's 40 less the flush's 2
+}
+
+// A hold that gives up (the launch waited for the device) is said in the result:
+// its samples may carry the host-side cost again.
+TEST_F(MeasurerTest, AHoldThatExpiredIsSaidInTheCandidatesReason) {
+  stream_.set_holds_expire(true);
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("syncs_in_launch", 2, HostCostlyKernel(1e-6, 10e-6)));
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), 1u);
+  ASSERT_EQ(m[0].result.state, ResultState::kTimed) << m[0].result;
+  EXPECT_NE(m[0].result.reason.find("timed without the launch hold"), std::string::npos)
+      << m[0].result;
 }
 
 TEST_F(MeasurerTest, AWrongResultFailsTheOracleAndIsNeverTimed) {
@@ -289,6 +328,61 @@ TEST_F(MeasurerTest, PairedTimingTakesOneSampleOfEachCandidatePerRound) {
     firsts.insert(x);
   }
   EXPECT_EQ(firsts.size(), 2u) << "the same candidate went first in every round";
+}
+
+TEST(RoundOrderTest, EachRoundIsAPermutationAndEachEntrantGoesFirstOnceEveryNRounds) {
+  for (size_t n = 1; n <= 16; ++n) {
+    std::vector<int> firsts(n, 0);
+    for (int round = 0; round < static_cast<int>(3 * n); ++round) {
+      const std::vector<size_t> order = RoundOrder(n, round);
+      ASSERT_EQ(order.size(), n);
+      std::set<size_t> seen(order.begin(), order.end());
+      ASSERT_EQ(seen.size(), n) << "n " << n << " round " << round;
+      ASSERT_LT(*seen.rbegin(), n);
+      ++firsts[order[0]];
+    }
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(firsts[i], 3) << "n " << n << " entrant " << i;
+  }
+  EXPECT_TRUE(RoundOrder(0, 3).empty());
+}
+
+// Within the minimum five rounds, each of three or more entrants follows more than
+// one other (the rotation it replaces kept each behind the same one every round).
+TEST(RoundOrderTest, EachEntrantFollowsDifferentOthersWithinFiveRounds) {
+  for (size_t n = 3; n <= 16; ++n) {
+    std::vector<std::set<size_t>> before(n);
+    for (int round = 0; round < 5; ++round) {
+      const std::vector<size_t> order = RoundOrder(n, round);
+      for (size_t j = 1; j < n; ++j) before[order[j]].insert(order[j - 1]);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_GE(before[i].size(), 2u) << "n " << n << ": entrant " << i << " always follows "
+                                      << *before[i].begin();
+    }
+  }
+}
+
+TEST_F(MeasurerTest, TheRacesRoundsTakeRoundOrder) {
+  auto log = std::make_shared<std::vector<std::string>>();
+  std::vector<CandidateSpec> c;
+  const std::vector<std::string> names = {"a", "b", "c", "d"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    // Close and noisy, so none stops before max_samples.
+    c.push_back(FakeCandidate(names[i], 2,
+                              LoggedKernel(names[i], 10e-6 * (1 + 0.01 * i), 0.05, log)));
+  }
+  const std::vector<Measurement> m = Measure(std::move(c), p_);
+  ASSERT_EQ(m.size(), names.size());
+  for (const Measurement& x : m) ASSERT_EQ(x.result.samples, options_.max_samples) << x.result;
+  // The checked runs come first (timed too: see the deferred claim tests).
+  ASSERT_EQ(log->size(), names.size() * (1 + options_.max_samples));
+  for (int round = 0; round < options_.max_samples; ++round) {
+    const std::vector<size_t> order = RoundOrder(names.size(), round);
+    for (size_t j = 0; j < names.size(); ++j) {
+      EXPECT_EQ((*log)[names.size() * (1 + round) + j], names[order[j]])
+          << "round " << round << " position " << j;
+    }
+  }
 }
 
 TEST_F(MeasurerTest, DriftDuringTheRaceDoesNotPickAWinner) {

@@ -1,8 +1,9 @@
 // The CUDA backend on a real GPU: fingerprint, memory pool, staged copies,
 // poison, the random operand fill and batched row copies, device timer, the
 // device f64 reference against a CPU one, and a sticky device error turning
-// Health() bad. Skips (saying so) without a GPU.
+// Health() bad, and the launch hold around a timed sample. Skips (saying so) without a GPU.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -254,6 +256,52 @@ TEST_F(CudaBackendTest, TimerReportsDeviceTimeOfEnqueuedWork) {
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_GT(*t, 0.0);
   EXPECT_TRUE(std::isfinite(*t));
+}
+
+// A held sample times the device's work, not the host's delay in enqueuing it.
+// The 3 ms the host spends between the timer's start and a tiny kernel stand for
+// a slow launch (cuBLAS's cold path, a busy host): outside a held window, in an
+// unheld one - what made identical cublasGemmEx calls differ by 15% in a race.
+TEST_F(CudaBackendTest, AHeldTimerWindowHoldsTheKernelNotTheHostsDelayInEnqueuingIt) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  absl::StatusOr<std::unique_ptr<Buffer>> buf = backend_->Allocate(4096);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  ASSERT_TRUE(stream_->Poison(**buf, DType::kF32, 1024).ok());  // the kernel loaded before timing
+  ASSERT_TRUE(stream_->Synchronize().ok());
+  const auto sample = [&](bool hold) -> double {
+    if (hold) EXPECT_TRUE(stream_->HoldLaunches().ok());
+    EXPECT_TRUE(stream_->TimerStart().ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));  // the slow launch, not a wait
+    EXPECT_TRUE(stream_->Poison(**buf, DType::kF32, 1024).ok());
+    EXPECT_TRUE(stream_->TimerStop().ok());
+    if (hold) EXPECT_TRUE(stream_->ReleaseLaunches().ok());
+    absl::StatusOr<double> t = stream_->ElapsedSeconds();
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (hold) EXPECT_FALSE(stream_->LastHoldExpired());
+    return t.ok() ? *t : -1;
+  };
+  const double held = sample(true);
+  const double unheld = sample(false);
+  EXPECT_GT(held, 0.0);
+  EXPECT_LT(held, 1e-3) << "the host's 3 ms entered the held window";
+  EXPECT_GE(unheld, 3e-3) << "without a hold the window holds the host's delay";
+}
+
+// A hold nobody releases (a launch that waits for the device, here the caller
+// synchronizing inside it) ends by itself and says so; a released one does not.
+TEST_F(CudaBackendTest, AHoldNeverReleasedEndsByItselfAndSaysSo) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  ASSERT_TRUE(stream_->HoldLaunches().ok());
+  EXPECT_EQ(stream_->HoldLaunches().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(stream_->Synchronize().ok());  // returns: the hold expired
+  EXPECT_TRUE(stream_->LastHoldExpired());
+  ASSERT_TRUE(stream_->ReleaseLaunches().ok());
+
+  ASSERT_TRUE(stream_->HoldLaunches().ok());
+  ASSERT_TRUE(stream_->FlushCache().ok());
+  ASSERT_TRUE(stream_->ReleaseLaunches().ok());
+  ASSERT_TRUE(stream_->Synchronize().ok());
+  EXPECT_FALSE(stream_->LastHoldExpired());
 }
 
 std::vector<double> CpuReference(const Problem& p, const std::vector<unsigned char>& a,
