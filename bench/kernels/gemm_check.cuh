@@ -476,9 +476,16 @@ class EventTimer {
   // waits for the second.
   template <typename F>
   double Us(cudaStream_t stream, F&& enqueue) {
+    return Us(stream, enqueue, [] {});
+  }
+  // The same, calling `enqueued()` once the second event is enqueued, before
+  // waiting for it (a SampleHold's Release).
+  template <typename F, typename G>
+  double Us(cudaStream_t stream, F&& enqueue, G&& enqueued) {
     CUDA_CHECK(cudaEventRecord(start_, stream));
     enqueue();
     CUDA_CHECK(cudaEventRecord(stop_, stream));
+    enqueued();
     CUDA_CHECK(cudaEventSynchronize(stop_));
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));

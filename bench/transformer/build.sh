@@ -23,6 +23,8 @@ nvcc "${flags[@]}" -gencode=arch=compute_90a,code=sm_90a -c "$root/kernels/wgmma
 wait
 nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/kernels/mid_stream/mid_stream.cu" -o "$out/obj/mid_stream.o" &
 nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/kernels/common/pad.cu" -o "$out/obj/pad.o" &
+nvcc "${flags[@]}" "${sm80_90[@]}" -c "$root/backends/cuda/device_kernels.cu" -o "$out/obj/device_kernels.o"
+wait
 nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/bench/transformer/transformer_bench.cu" -o "$out/obj/bench.o"
 wait
 nvcc "${flags[@]}" -gencode=arch=compute_90,code=sm_90 -c "$root/bench/transformer/candidates.cu" -o "$out/obj/bench_candidates.o" &

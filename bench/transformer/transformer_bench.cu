@@ -22,8 +22,13 @@
 // included); before every sample a memset of 2x L2 (the daemon's cold-L2 flush
 // until session 10) and, in a second series, a read of 2x L2 (the daemon's since:
 // it leaves clean lines only, as serving does);
-// 3 warm-up runs, then --reps samples per candidate, interleaved round-robin
-// across candidates so that clock and power drift hit all alike.
+// 3 warm-up runs, then --reps samples per candidate, interleaved across
+// candidates in the daemon's round order (engine/round_order.h: each goes first
+// in turn, each after different others) so that clock and power drift hit all
+// alike; each sample (flush, events, candidate) enqueued behind the daemon's
+// launch hold (launch_hold.cuh), so no host-side launch cost enters a window.
+// Before session 14 the order was a fixed rotation with cuBLAS always first
+// and the samples unheld.
 //
 // Files: candidates.{h,cu} (the candidates and their runners), problem.{h,cu}
 // (one problem's operands and the correctness check), claims.{h,cu} (the
@@ -50,9 +55,11 @@
 #include <cuda_runtime.h>
 
 #include "bench/kernels/gemm_check.cuh"
+#include "bench/kernels/launch_hold.cuh"
 #include "bench/transformer/candidates.h"
 #include "bench/transformer/claims.h"
 #include "bench/transformer/problem.h"
+#include "engine/round_order.h"
 
 namespace arbiter::transformer_bench {
 namespace {
@@ -149,6 +156,7 @@ int main(int argc, char** argv) {
   cudaStream_t st;
   CUDA_CHECK(cudaStreamCreate(&st));
   gc::EventTimer timer;
+  gc::SampleHold hold;
   const gc::L2Flush flush(device.props);
   // Mode 0: a memset (dirty L2, the daemon's flush until session 10); mode 1: a
   // read pass (clean L2, the daemon's flush since: backends/cuda/cuda_stream.cc).
@@ -166,8 +174,11 @@ int main(int argc, char** argv) {
     std::vector<double> empty[2];
     for (int r = 0; r < 25; ++r) {
       for (int mode = 0; mode < 2; ++mode) {
+        hold.Hold(st);
         empty_l2(mode, r);
-        empty[mode].push_back(timer.Us(st, [&] { EmptyKernel<<<1, 32, 0, st>>>(); }));
+        empty[mode].push_back(
+            timer.Us(st, [&] { EmptyKernel<<<1, 32, 0, st>>>(); }, [&] { hold.Release(); }));
+        hold.Completed();
       }
     }
     CUDA_CHECK(cudaGetLastError());
@@ -314,9 +325,12 @@ int main(int argc, char** argv) {
     samples[1].resize(live.size());
     for (int r = 0; r < reps; ++r) {
       for (int mode = 0; mode < 2; ++mode) {
-        for (size_t i = 0; i < live.size(); ++i) {
+        for (size_t i : arbiter::RoundOrder(live.size(), 2 * r + mode)) {
+          hold.Hold(st);
           empty_l2(mode, r);
-          samples[mode][i].push_back(timer.Us(st, [&] { live[i]->run(op, st); }));
+          samples[mode][i].push_back(
+              timer.Us(st, [&] { live[i]->run(op, st); }, [&] { hold.Release(); }));
+          hold.Completed();
         }
       }
     }
@@ -409,6 +423,8 @@ int main(int argc, char** argv) {
                   std::exp(log_served / listed), std::exp(log_cublas / listed));
     }
   }
+  std::printf("\nlaunch holds that expired before their release: %d (a launch waited for the "
+              "device; its sample carried its host-side cost)\n", hold.expired());
   std::printf("\n%s: %d correctness failure(s)\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;
 }
