@@ -66,6 +66,9 @@ ABSL_FLAG(double, wall_budget_s, 2.0,
           "stop");
 ABSL_FLAG(double, wall_limit_s, 20, "per race: host wall time of the timing phase, hard limit");
 ABSL_FLAG(bool, cold_cache, true, "flush the last-level cache before every sample");
+ABSL_FLAG(bool, hold_launches, true,
+          "enqueue each sample behind a launch hold (Stream::HoldLaunches); false times as "
+          "before 4b4b983, for A/B runs of the method");
 ABSL_FLAG(std::string, peak_squares, "",
           "n of the n^3 squares the vendor's peak is probed at (default 4096,8192 on cuda, "
           "256,512 on cpu)");
@@ -311,6 +314,11 @@ Table MethodTable(const BenchDevice& dev, const SectionOptions& options, const R
                                                " B last-level cache evicted by reading twice "
                                                "as much: clean lines left, none to write back)")
                                 : "off (warm cache)"});
+  method.Add({"launch_hold", measure.hold_launches
+                                 ? "each sample's flush, events and launches enqueued behind a "
+                                   "hold released once all are enqueued (no host launch cost "
+                                   "in the window)"
+                                 : "off (launches enqueued straight onto the running stream)"});
   method.Add({"checked", "every candidate checked by the oracle on NaN-poisoned output, and its "
                          "determinism claim, before timing (the engine's Measurer)"});
   method.Add({"clocks", clocks.substr(0, 600)});
@@ -444,6 +452,7 @@ int main(int argc, char** argv) {
   options.measure.wall_budget_seconds = absl::GetFlag(FLAGS_wall_budget_s);
   options.measure.wall_limit_seconds = absl::GetFlag(FLAGS_wall_limit_s);
   options.measure.cold_cache = absl::GetFlag(FLAGS_cold_cache);
+  options.measure.hold_launches = absl::GetFlag(FLAGS_hold_launches);
   options.max_gflop = absl::GetFlag(FLAGS_max_gflop);
   options.second_run = absl::GetFlag(FLAGS_second_run);
   options.verbose = !absl::GetFlag(FLAGS_quiet);
