@@ -11,8 +11,9 @@
 //
 // Ownership: borrows the backend, stream pool, quarantine and verdict cache
 // (the Arbiter owns them); never owns its observer.
-// Thread-safe: the sampling counter is atomic; everything else is borrowed
-// from thread-safe owners.
+// Thread-safe: the sampling counter is atomic, the candidates timed without a
+// launch hold are behind a mutex; everything else is borrowed from thread-safe
+// owners.
 #pragma once
 
 #include <atomic>
@@ -23,6 +24,9 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 
 #include "engine/backend.h"
 #include "engine/call_context.h"
@@ -126,6 +130,10 @@ class Dispatcher {
                                      const CallContext& caller, const DispatchIo& io);
 
  private:
+  // Whether `candidate`'s dispatches are timed behind a launch hold, and the
+  // end of that for a candidate whose launch outlasted one.
+  bool HoldsLaunch(const std::string& candidate) const;
+  void StopHolding(const std::string& candidate);
   // Every (1/verify_fraction)-th dispatch: an exact, testable rate.
   bool SampleForVerification();
   // Checks a live dispatch's C against the reference over the operands still on
@@ -144,6 +152,10 @@ class Dispatcher {
   const double verify_fraction_;
   ArbiterObserver* observer_ = nullptr;
   std::atomic<uint64_t> dispatches_{0};
+  // Candidates whose launch outlasted a hold (it waits for the device, so the
+  // hold expired and stalled the dispatch): timed without one from then on.
+  mutable absl::Mutex unheld_mu_;
+  absl::flat_hash_set<std::string> unheld_ ABSL_GUARDED_BY(unheld_mu_);
 };
 
 }  // namespace arbiter

@@ -38,6 +38,7 @@ using testing::FakeStream;
 using testing::NaiveGemm;
 using testing::Gate;
 using testing::TimedKernel;
+using testing::HostCostlyKernel;
 using testing::GatedKernel;
 using testing::FakeArbiter;
 
@@ -319,6 +320,55 @@ TEST_F(DispatcherTest, RunsTheSelectedMemberAndReturnsCAndItsDeviceTime) {
   EXPECT_NEAR(c_out[0], ref, 1e-5);
   EXPECT_EQ(dispatched, 1);
   EXPECT_EQ(verified, 0);
+}
+
+// An idle device would start the timer at once and wait out the host's launch
+// inside the window (cuBLAS's takes 10-100 us on the H200): the device time a
+// dispatch reports, to its client and to the metrics, is the kernel's alone.
+TEST_F(DispatcherTest, TheDeviceTimeReportedLeavesOutTheHostsLaunch) {
+  auto owned = std::make_unique<FakeStream>();
+  FakeStream* stream = owned.get();
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("costly_launch", 2, HostCostlyKernel(50e-6, 7e-6)));
+  Start(std::move(c), 0.0, std::move(owned));
+  absl::StatusOr<DispatchResult> r = Run(Chosen("costly_launch"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->device_seconds, 7e-6);
+  EXPECT_EQ(stream->holds(), 1);
+  EXPECT_FALSE(stream->held()) << "the hold outlived the dispatch";
+}
+
+TEST_F(DispatcherTest, AFailedLaunchReleasesItsHold) {
+  auto owned = std::make_unique<FakeStream>();
+  FakeStream* stream = owned.get();
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("declines", 2, [](const GemmArgs&) {
+    return absl::UnimplementedError("no kernel for this shape");
+  }));
+  Start(std::move(c), 0.0, std::move(owned));
+  EXPECT_EQ(Run(Chosen("declines")).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(stream->holds(), 1);
+  EXPECT_FALSE(stream->held()) << "held work would never run";
+}
+
+// A launch that waits for the device outlasts the hold (which then expires and
+// stalls that dispatch): the candidate is timed without one from then on.
+TEST_F(DispatcherTest, ACandidateWhoseLaunchOutlastsAHoldIsNotHeldAgain) {
+  auto owned = std::make_unique<FakeStream>();
+  FakeStream* stream = owned.get();
+  stream->set_holds_expire(true);
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("waits", 2, HostCostlyKernel(50e-6, 7e-6)));
+  c.push_back(FakeCandidate("plain", 2, TimedKernel(7e-6)));
+  Start(std::move(c), 0.0, std::move(owned));
+  ASSERT_TRUE(Run(Chosen("waits")).ok());
+  ASSERT_EQ(stream->holds(), 1);
+  absl::StatusOr<DispatchResult> again = Run(Chosen("waits"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(stream->holds(), 1) << "held again after its hold expired";
+  EXPECT_DOUBLE_EQ(again->device_seconds, 50e-6 + 7e-6);  // the host's launch, as it is
+  ASSERT_TRUE(Run(Chosen("plain")).ok());
+  EXPECT_EQ(stream->holds(), 2) << "another candidate lost its hold too";
 }
 
 TEST_F(DispatcherTest, AKernelErrorIsReportedWithTheCandidateAndProblem) {

@@ -152,6 +152,7 @@ class FakeStream final : public Stream {
   // does when a launch waits for the device.
   void set_holds_expire(bool expire) { holds_expire_ = expire; }
   int holds() const { return holds_; }
+  bool held() const { return held_; }
   // Between TimerStart and TimerStop: a kernel running now is a timed sample.
   bool timer_running() const { return timer_running_; }
 
@@ -310,6 +311,18 @@ inline KernelFn TimedKernel(double seconds, double jitter = 0.0) {
     NaiveGemm(args, args.problem.k, args.problem.m);
     const double wobble = ((*calls)++ % 2 == 0) ? 1 + jitter : 1 - jitter;
     static_cast<FakeStream*>(args.stream)->Advance(seconds * wobble);
+    return absl::OkStatus();
+  };
+}
+
+// A correct kernel of `device_seconds` whose launch costs the host `host_seconds`
+// first (cuBLAS's heuristics and descriptors, a pre-pass, a cluster launch).
+inline KernelFn HostCostlyKernel(double host_seconds, double device_seconds) {
+  return [=](const GemmArgs& args) {
+    NaiveGemm(args, args.problem.k, args.problem.m);
+    auto* stream = static_cast<FakeStream*>(args.stream);
+    stream->HostLaunch(host_seconds);
+    stream->Advance(device_seconds);
     return absl::OkStatus();
   };
 }

@@ -15,6 +15,7 @@ namespace {
 using testing::FakeBackend;
 using testing::FakeCandidate;
 using testing::FakeStream;
+using testing::HostCostlyKernel;
 using testing::NaiveGemm;
 using testing::RoundScatteredKernel;
 using testing::TimedKernel;
@@ -92,18 +93,6 @@ TEST_F(MeasurerTest, ACorrectCandidateIsTimedOnTheDeviceClock) {
   EXPECT_EQ(r.samples, options_.min_samples);  // stable at once: no sample past the minimum
   EXPECT_EQ(r.determinism, Determinism::kRunToRun);
   EXPECT_FALSE(m[0].claim_violation);
-}
-
-// A correct kernel of `device_seconds` whose launch costs the host `host_seconds`
-// first (cuBLAS's heuristics and descriptors, a pre-pass, a cluster launch).
-KernelFn HostCostlyKernel(double host_seconds, double device_seconds) {
-  return [=](const GemmArgs& a) {
-    NaiveGemm(a, a.problem.k, a.problem.m);
-    auto* stream = static_cast<FakeStream*>(a.stream);
-    stream->HostLaunch(host_seconds);
-    stream->Advance(device_seconds);
-    return absl::OkStatus();
-  };
 }
 
 // Device time is what a race compares: without a hold, the flush before a sample
