@@ -501,15 +501,18 @@ absl::Status Measurer::TimeSample(Entrant& e, int round, const GemmArgs& args,
   if (Cancelled()) return CancelledRace(args.problem);
   Launching(*e.spec, "timing");
   absl::Status s;
+  // Not held once a hold expired on it: its launch waits for the device, so each
+  // hold would only stall the sample for the hold's whole bound.
   bool held = false;
-  if (options_.hold_launches) {
+  if (options_.hold_launches && e.hold_note.empty()) {
     s = stream_.HoldLaunches();
     held = s.ok();
   }
   // Released on every path: held work must run before anything waits for it.
+  bool released = !held;
   absl::Cleanup release = [&] {
-    if (held) stream_.ReleaseLaunches().IgnoreError();
-    held = false;
+    if (!released) stream_.ReleaseLaunches().IgnoreError();
+    released = true;
   };
   if (s.ok() && options_.cold_cache) {
     // Enqueued, not waited for: the start event follows the flush in stream
@@ -529,9 +532,9 @@ absl::Status Measurer::TimeSample(Entrant& e, int round, const GemmArgs& args,
     std::move(release).Invoke();
     t = s.ok() ? stream_.ElapsedSeconds() : absl::StatusOr<double>(s);
   }
-  if (t.ok() && options_.hold_launches && stream_.LastHoldExpired() && e.hold_note.empty()) {
+  if (t.ok() && held && stream_.LastHoldExpired()) {
     // Its launch waited for the device (a synchronizing call): the hold gave up,
-    // and the samples may carry its host-side cost as they did before holds.
+    // and its samples carry its host-side cost as they did before holds.
     e.hold_note = "its launch waits for the device: timed without the launch hold";
   }
   if (!t.ok()) {

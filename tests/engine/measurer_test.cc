@@ -139,7 +139,7 @@ TEST_F(MeasurerTest, AHeldSampleKeepsAHostLaunchLongerThanTheFlushOutOfTheWindow
 
 // A hold that gives up (the launch waited for the device) is said in the result:
 // its samples may carry the host-side cost again.
-TEST_F(MeasurerTest, AHoldThatExpiredIsSaidInTheCandidatesReason) {
+TEST_F(MeasurerTest, AHoldThatExpiredIsSaidAndNotTakenAgain) {
   stream_.set_holds_expire(true);
   std::vector<CandidateSpec> c;
   c.push_back(FakeCandidate("syncs_in_launch", 2, HostCostlyKernel(1e-6, 10e-6)));
@@ -148,6 +148,9 @@ TEST_F(MeasurerTest, AHoldThatExpiredIsSaidInTheCandidatesReason) {
   ASSERT_EQ(m[0].result.state, ResultState::kTimed) << m[0].result;
   EXPECT_NE(m[0].result.reason.find("timed without the launch hold"), std::string::npos)
       << m[0].result;
+  // Held once: every later hold would only stall a sample for the hold's bound.
+  EXPECT_GT(m[0].result.samples, 1) << m[0].result;
+  EXPECT_EQ(stream_.holds(), 1);
 }
 
 TEST_F(MeasurerTest, AWrongResultFailsTheOracleAndIsNeverTimed) {
