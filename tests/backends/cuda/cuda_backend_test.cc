@@ -20,7 +20,14 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_resources.h"
+#include "engine/dispatcher.h"
 #include "engine/measurer.h"
+#include "engine/quarantine.h"
+#include "engine/registry.h"
+#include "engine/selection_policy.h"
+#include "engine/stream_pool.h"
+#include "engine/verdict_cache.h"
+#include "engine/verdict_store.h"
 #include "engine/oracle.h"
 #include "tests/backends/cuda/test_kernels.h"
 
@@ -285,6 +292,65 @@ TEST_F(CudaBackendTest, AHeldTimerWindowHoldsTheKernelNotTheHostsDelayInEnqueuin
   EXPECT_GT(held, 0.0);
   EXPECT_LT(held, 1e-3) << "the host's 3 ms entered the held window";
   EXPECT_GE(unheld, 3e-3) << "without a hold the window holds the host's delay";
+}
+
+// A Matmul reports the device time of its kernel, not of the host's launch
+// before it: on an idle device an unheld timer would start at once and wait out
+// the candidate's 3 ms on the host (cuBLAS's cold path, 10-100 us on the H200).
+TEST_F(CudaBackendTest, ADispatchReportsItsKernelsTimeNotItsSlowLaunch) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  const Problem p{DType::kF32, 64, 48, 32};
+  CandidateSpec spec;
+  spec.name = "slow_launch";
+  spec.version = 1;
+  spec.tier = 1;
+  MemberContract contract;
+  contract.dtype = DType::kF32;
+  contract.entry = "3 ms on the host, then a memset of C";
+  contract.accuracy = {1e-5, 1e-6};
+  contract.determinism = Determinism::kRunToRun;
+  contract.arch = "sm_80+";
+  spec.members.push_back({contract, [](const GemmArgs& args) -> absl::Status {
+                            std::this_thread::sleep_for(std::chrono::milliseconds(3));
+                            if (cudaMemsetAsync(args.c, 0, args.problem.c_bytes(),
+                                                cuda::Resources(args.stream).stream) != cudaSuccess) {
+                              return absl::InternalError("cudaMemsetAsync failed");
+                            }
+                            return absl::OkStatus();
+                          }});
+  std::vector<CandidateSpec> specs;
+  specs.push_back(std::move(spec));
+  absl::StatusOr<std::unique_ptr<Registry>> registry = Registry::Create(std::move(specs), *backend_);
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  absl::StatusOr<std::unique_ptr<VerdictStore>> store = VerdictStore::Open(":memory:");
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<std::unique_ptr<Quarantine>> quarantine =
+      Quarantine::Create(**store, backend_->info().Fingerprint());
+  ASSERT_TRUE(quarantine.ok()) << quarantine.status();
+  {  // the memset's kernel loaded before any dispatch (a lazy load may wait for the device)
+    absl::StatusOr<std::unique_ptr<Buffer>> warm = backend_->Allocate(p.c_bytes());
+    ASSERT_TRUE(warm.ok()) << warm.status();
+    ASSERT_EQ(cudaMemsetAsync((*warm)->data(), 0, p.c_bytes(), cuda::Resources(stream_.get()).stream),
+              cudaSuccess);
+    ASSERT_TRUE(stream_->Synchronize().ok());
+  }
+  std::vector<std::unique_ptr<Stream>> streams;
+  streams.push_back(std::move(stream_));
+  StreamPool pool(std::move(streams), 1);
+  VerdictCache cache(4);
+  Dispatcher dispatcher(*backend_, pool, **quarantine, cache, /*verify_fraction=*/0.0);
+  absl::StatusOr<Selection> chosen =
+      SelectTierDefault(p, {(*registry)->Find("slow_launch")}, Determinism::kNondeterministic,
+                        VerdictSource::kTierDefault, "test");
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  std::vector<float> a(p.m * p.k, 1.0f), b(p.k * p.n, 1.0f);
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<DispatchResult> r =
+        dispatcher.Run(p, *chosen, CallContext{}, a.data(), b.data());
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_GT(r->device_seconds, 0.0);
+    EXPECT_LT(r->device_seconds, 1e-3) << "the host's 3 ms launch entered the reported device time";
+  }
 }
 
 // A hold nobody releases (a launch that waits for the device, here the caller
