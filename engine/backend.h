@@ -115,8 +115,10 @@ class Stream {
   // it: a launch's host-side cost never enters a timed window, whatever it
   // follows. A hold never released ends by itself after a bound (a launch that
   // waits for the device would otherwise wait forever); LastHoldExpired, asked
-  // once the held work completed, says whether it ended so. The default holds
-  // nothing: a host backend's timer measures the host.
+  // once the held work completed, says whether it ended so. Nothing that may
+  // wait for the device belongs behind a hold (a CUDA stream's first FlushCache
+  // allocates: it is refused there). The default holds nothing: a host
+  // backend's timer measures the host.
   virtual absl::Status HoldLaunches() { return absl::OkStatus(); }
   virtual absl::Status ReleaseLaunches() { return absl::OkStatus(); }
   virtual bool LastHoldExpired() { return false; }

@@ -225,6 +225,11 @@ absl::Status CudaStream::FlushCache() {
   // it streamed its operands - tens of MB of writes that serving does not put
   // before a GEMM (its weights are read, not written) and that moved the ranks
   // of bandwidth-bound kernels on the H200 (README, "Selection").
+  if (flush_ == nullptr && holding_) {
+    // Its first allocation may wait for the device, which waits for the release.
+    return absl::FailedPreconditionError(
+        "FlushCache: the flush buffer is allocated by a first FlushCache outside a launch hold");
+  }
   RETURN_IF_ERROR(EnsureFlushBuffer());
   const size_t bytes = FlushBytes();
   constexpr unsigned kNever = 0x9e3779b9u;
@@ -281,9 +286,6 @@ absl::Status CudaStream::HoldLaunches() {
     hold_words_ = static_cast<unsigned*>(words);
     hold_words_[0] = hold_words_[1] = 0;
   }
-  // The flush buffer's first allocation and zeroing may wait for the device:
-  // never behind a hold.
-  RETURN_IF_ERROR(EnsureFlushBuffer());
   unsigned* device_words = nullptr;
   CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words),
                                                 hold_words_, 0));

@@ -87,7 +87,13 @@ class FakeStream final : public Stream {
   }
   // A flush is device work queued behind what is there (set_flush_seconds; none
   // by default): events recorded after it fire when it ends.
+  // As a CUDA stream's: the first flush sets up what may wait for the device,
+  // so it is refused behind a hold.
   absl::Status FlushCache() override {
+    if (held_ && !flushed_) {
+      return absl::FailedPreconditionError("FakeStream: first FlushCache behind a hold");
+    }
+    flushed_ = true;
     queued_ += flush_seconds_;
     return absl::OkStatus();
   }
@@ -163,7 +169,7 @@ class FakeStream final : public Stream {
   double drift_ = 0;
   int64_t advances_ = 0;
   bool timer_running_ = false;
-  bool held_ = false, holds_expire_ = false;
+  bool held_ = false, holds_expire_ = false, flushed_ = false;
   int holds_ = 0;
 };
 

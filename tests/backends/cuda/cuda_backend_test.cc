@@ -364,6 +364,14 @@ TEST_F(CudaBackendTest, AHoldNeverReleasedEndsByItselfAndSaysSo) {
   ASSERT_TRUE(stream_->ReleaseLaunches().ok());
 
   ASSERT_TRUE(stream_->HoldLaunches().ok());
+  EXPECT_EQ(stream_->FlushCache().code(), absl::StatusCode::kFailedPrecondition)
+      << "the flush buffer's first allocation enqueued behind a hold";
+  ASSERT_TRUE(stream_->ReleaseLaunches().ok());
+  ASSERT_TRUE(stream_->Synchronize().ok());
+  EXPECT_FALSE(stream_->LastHoldExpired());
+
+  ASSERT_TRUE(stream_->FlushCache().ok());
+  ASSERT_TRUE(stream_->HoldLaunches().ok());
   ASSERT_TRUE(stream_->FlushCache().ok());
   ASSERT_TRUE(stream_->ReleaseLaunches().ok());
   ASSERT_TRUE(stream_->Synchronize().ok());
