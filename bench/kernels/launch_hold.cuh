@@ -31,9 +31,12 @@ class SampleHold {
     CUDA_CHECK(cuda::LaunchHold(device_, generation_, kLimitNs, device_ + 1, stream));
   }
   void Release() { __atomic_store_n(&host_[0], generation_, __ATOMIC_SEQ_CST); }
-  // Once the held work completed: counts the hold if it gave up before its release.
-  void Completed() {
-    if (__atomic_load_n(&host_[1], __ATOMIC_SEQ_CST) == generation_) ++expired_;
+  // Once the held work completed: whether the hold gave up before its release
+  // (then counted in expired()).
+  bool Completed() {
+    const bool expired = __atomic_load_n(&host_[1], __ATOMIC_SEQ_CST) == generation_;
+    if (expired) ++expired_;
+    return expired;
   }
   int expired() const { return expired_; }
 

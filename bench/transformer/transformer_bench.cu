@@ -157,6 +157,7 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaStreamCreate(&st));
   gc::EventTimer timer;
   gc::SampleHold hold;
+  std::vector<std::string> expired_at;  // "shape candidate" of each sample whose hold expired
   const gc::L2Flush flush(device.props);
   // Mode 0: a memset (dirty L2, the daemon's flush until session 10); mode 1: a
   // read pass (clean L2, the daemon's flush since: backends/cuda/cuda_stream.cc).
@@ -330,7 +331,7 @@ int main(int argc, char** argv) {
           empty_l2(mode, r);
           samples[mode][i].push_back(
               timer.Us(st, [&] { live[i]->run(op, st); }, [&] { hold.Release(); }));
-          hold.Completed();
+          if (hold.Completed()) expired_at.push_back(ShapeText(s) + " " + live[i]->name);
         }
       }
     }
@@ -425,6 +426,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\nlaunch holds that expired before their release: %d (a launch waited for the "
               "device; its sample carried its host-side cost)\n", hold.expired());
+  for (const std::string& at : expired_at) std::printf("  expired: %s\n", at.c_str());
   std::printf("\n%s: %d correctness failure(s)\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;
 }
