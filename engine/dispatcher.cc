@@ -44,12 +44,13 @@ absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection
 
 bool Dispatcher::HoldsLaunch(const std::string& candidate) const {
   absl::ReaderMutexLock lock(&unheld_mu_);
-  return !unheld_.contains(candidate);
+  auto it = expiries_.find(candidate);
+  return it == expiries_.end() || it->second < kExpiriesBeforeUnheld;
 }
 
-void Dispatcher::StopHolding(const std::string& candidate) {
+void Dispatcher::HoldExpired(const std::string& candidate) {
   absl::MutexLock lock(&unheld_mu_);
-  if (unheld_.insert(candidate).second) {
+  if (++expiries_[candidate] == kExpiriesBeforeUnheld) {
     spdlog::warn("{}'s launch waits for the device: its dispatches are timed without a launch "
                  "hold from now on (their device time includes the host's launch)", candidate);
   }
@@ -142,7 +143,7 @@ absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection
     // The one wait for the device: the timer's stop follows everything the
     // candidate enqueued, so C is complete on the device once it is seen.
     ASSIGN_OR_RETURN(r.device_seconds, stream->ElapsedSeconds());
-    if (held && stream->LastHoldExpired()) StopHolding(sel.candidate);
+    if (held && stream->LastHoldExpired()) HoldExpired(sel.candidate);
     r.stages.kernel_seconds = seconds_since(enqueued);
 
     // C on the host: where the caller asked, else in the result.

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 
 #include "engine/backend.h"
@@ -130,10 +130,10 @@ class Dispatcher {
                                      const CallContext& caller, const DispatchIo& io);
 
  private:
-  // Whether `candidate`'s dispatches are timed behind a launch hold, and the
-  // end of that for a candidate whose launch outlasted one.
+  // Whether `candidate`'s dispatches are timed behind a launch hold, and a hold
+  // of its that expired.
   bool HoldsLaunch(const std::string& candidate) const;
-  void StopHolding(const std::string& candidate);
+  void HoldExpired(const std::string& candidate);
   // Every (1/verify_fraction)-th dispatch: an exact, testable rate.
   bool SampleForVerification();
   // Checks a live dispatch's C against the reference over the operands still on
@@ -152,10 +152,14 @@ class Dispatcher {
   const double verify_fraction_;
   ArbiterObserver* observer_ = nullptr;
   std::atomic<uint64_t> dispatches_{0};
-  // Candidates whose launch outlasted a hold (it waits for the device, so the
-  // hold expired and stalled the dispatch): timed without one from then on.
+  // How many of each candidate's holds expired (its launch waited for the
+  // device, and the hold stalled the dispatch). A kernel's first launch in the
+  // process may wait once, loading its module (CUDA's lazy loading): a second
+  // expiry means the launch waits every time, and the candidate is timed
+  // without a hold from then on.
+  static constexpr int kExpiriesBeforeUnheld = 2;
   mutable absl::Mutex unheld_mu_;
-  absl::flat_hash_set<std::string> unheld_ ABSL_GUARDED_BY(unheld_mu_);
+  absl::flat_hash_map<std::string, int> expiries_ ABSL_GUARDED_BY(unheld_mu_);
 };
 
 }  // namespace arbiter
