@@ -154,6 +154,35 @@ class Stream {
   virtual absl::Status FillRandom(Buffer& buf, DType dtype, size_t count, uint64_t seed);
 };
 
+// A hold on `stream`'s launches (Stream::HoldLaunches) for one scope: taken when
+// `want`, released by Release or, at the latest, when the scope ends (held work
+// must run before anything waits for it).
+class ScopedLaunchHold {
+ public:
+  ScopedLaunchHold(Stream& stream, bool want)
+      : stream_(stream), status_(want ? stream.HoldLaunches() : absl::OkStatus()),
+        held_(want && status_.ok()), open_(held_) {}
+  ~ScopedLaunchHold() { Release(); }
+  ScopedLaunchHold(const ScopedLaunchHold&) = delete;
+  ScopedLaunchHold& operator=(const ScopedLaunchHold&) = delete;
+
+  void Release() {
+    if (open_) stream_.ReleaseLaunches().IgnoreError();
+    open_ = false;
+  }
+  // Why the hold was not taken, when it was wanted and refused.
+  const absl::Status& status() const { return status_; }
+  bool held() const { return held_; }
+  // Once the held work completed: whether this hold gave up before its release.
+  bool Expired() { return held_ && stream_.LastHoldExpired(); }
+
+ private:
+  Stream& stream_;
+  const absl::Status status_;
+  const bool held_;
+  bool open_;
+};
+
 // Events this backend records on its streams and shares with another process
 // (a client waiting for a Matmul's C without the reply waiting for the kernel):
 // a fixed ring, each exported once. On CUDA, interprocess events

@@ -2,7 +2,6 @@
 
 #include <random>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "engine/measurer.h"
 #include "spdlog/spdlog.h"
@@ -117,12 +116,7 @@ absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection
     // kernel starts once the host has enqueued it and the stop event and
     // released the hold, whose own launch costs a few us more
     // (bench/results/launch-cost-h200.md).
-    const bool held = !by_event && HoldsLaunch(sel.candidate) && stream->HoldLaunches().ok();
-    bool released = !held;
-    absl::Cleanup release = [&] {
-      if (!released) stream->ReleaseLaunches().IgnoreError();  // held work runs before any wait
-      released = true;
-    };
+    ScopedLaunchHold hold(*stream, !by_event && HoldsLaunch(sel.candidate));  // refused: unheld
     if (!by_event) RETURN_IF_ERROR(stream->TimerStart());
     if (absl::Status s = member->run(args); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(sel.candidate, " failed on ", p.ToString(), ": ",
@@ -137,13 +131,13 @@ absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection
       return r;
     }
     RETURN_IF_ERROR(stream->TimerStop());
-    std::move(release).Invoke();
+    hold.Release();
     const Clock::time_point enqueued = Clock::now();
     r.stages.launch_seconds = std::chrono::duration<double>(enqueued - launch).count();
     // The one wait for the device: the timer's stop follows everything the
     // candidate enqueued, so C is complete on the device once it is seen.
     ASSIGN_OR_RETURN(r.device_seconds, stream->ElapsedSeconds());
-    if (held && stream->LastHoldExpired()) HoldExpired(sel.candidate);
+    if (hold.Expired()) HoldExpired(sel.candidate);
     r.stages.kernel_seconds = seconds_since(enqueued);
 
     // C on the host: where the caller asked, else in the result.

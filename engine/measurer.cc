@@ -6,7 +6,6 @@
 #include <cstring>
 #include <random>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -507,17 +506,8 @@ absl::Status Measurer::TimeSample(Entrant& e, int round, const GemmArgs& args,
   absl::Status s;
   // Not held once a hold expired on it: its launch waits for the device, so each
   // hold would only stall the sample for the hold's whole bound.
-  bool held = false;
-  if (options_.hold_launches && e.hold_note.empty()) {
-    s = stream_.HoldLaunches();
-    held = s.ok();
-  }
-  // Released on every path: held work must run before anything waits for it.
-  bool released = !held;
-  absl::Cleanup release = [&] {
-    if (!released) stream_.ReleaseLaunches().IgnoreError();
-    released = true;
-  };
+  ScopedLaunchHold hold(stream_, options_.hold_launches && e.hold_note.empty());
+  s = hold.status();
   if (s.ok() && options_.cold_cache) {
     // Enqueued, not waited for: the start event follows the flush in stream
     // order, and the host enqueues the candidate while the flush runs. Waiting
@@ -533,10 +523,10 @@ absl::Status Measurer::TimeSample(Entrant& e, int round, const GemmArgs& args,
     if (s.ok()) s = stream_.TimerStart();
     if (s.ok()) s = e.member->run(args);
     if (s.ok()) s = stream_.TimerStop();
-    std::move(release).Invoke();
+    hold.Release();
     t = s.ok() ? stream_.ElapsedSeconds() : absl::StatusOr<double>(s);
   }
-  if (t.ok() && held && stream_.LastHoldExpired()) {
+  if (t.ok() && hold.Expired()) {
     // Its launch waited for the device (a synchronizing call): the hold gave up,
     // and its samples carry its host-side cost as they did before holds.
     e.hold_note = "its launch waits for the device: timed without the launch hold";

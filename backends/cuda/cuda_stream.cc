@@ -204,19 +204,6 @@ absl::Status CudaStream::Poison(Buffer& buf, DType dtype, size_t count) {
   return absl::OkStatus();
 }
 
-size_t CudaStream::FlushBytes() const {
-  return 2 * static_cast<size_t>(std::max(props_.l2CacheSize, 1 << 20));
-}
-
-absl::Status CudaStream::EnsureFlushBuffer() {
-  if (flush_ != nullptr) return absl::OkStatus();
-  ASSIGN_OR_RETURN(flush_, pool_->Allocate(FlushBytes() + kFlushSink));
-  // Zeros once (the xor the read pass takes is then 0, never its `never`); the
-  // dirty lines this leaves are written back by the first read pass.
-  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_->data(), 0, FlushBytes() + kFlushSink, res_.stream));
-  return absl::OkStatus();
-}
-
 absl::Status CudaStream::FlushCache() {
   RETURN_IF_ERROR(Use());
   // Reading twice the L2 through it evicts every line the operands left there
@@ -225,13 +212,19 @@ absl::Status CudaStream::FlushCache() {
   // it streamed its operands - tens of MB of writes that serving does not put
   // before a GEMM (its weights are read, not written) and that moved the ranks
   // of bandwidth-bound kernels on the H200 (README, "Selection").
-  if (flush_ == nullptr && holding_) {
-    // Its first allocation may wait for the device, which waits for the release.
-    return absl::FailedPreconditionError(
-        "FlushCache: the flush buffer is allocated by a first FlushCache outside a launch hold");
+  const size_t bytes = 2 * static_cast<size_t>(std::max(props_.l2CacheSize, 1 << 20));
+  constexpr size_t kSink = 256;  // past the flushed bytes: the read pass's sink
+  if (flush_ == nullptr) {
+    if (holding_) {
+      // Its first allocation may wait for the device, which waits for the release.
+      return absl::FailedPreconditionError(
+          "FlushCache: the flush buffer is allocated by a first FlushCache outside a launch hold");
+    }
+    ASSIGN_OR_RETURN(flush_, pool_->Allocate(bytes + kSink));
+    // Zeros once (the xor the read pass takes is then 0, never kNever); the
+    // dirty lines this leaves are written back by the first read pass.
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_->data(), 0, bytes + kSink, res_.stream));
   }
-  RETURN_IF_ERROR(EnsureFlushBuffer());
-  const size_t bytes = FlushBytes();
   constexpr unsigned kNever = 0x9e3779b9u;
   auto* base = static_cast<unsigned char*>(flush_->data());
   CUDA_RETURN_IF_ERROR(LaunchReadFlush(base, bytes, kNever,

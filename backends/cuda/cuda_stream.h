@@ -77,10 +77,6 @@ class CudaStream final : public Stream {
   absl::Status Init(const CudaBackendOptions& options);
   absl::Status Use() const;  // makes the device current on this thread
   absl::Status CopyToHostRaw(void* dst, const void* src, size_t bytes);
-  // The flush reads twice the L2 (FlushBytes), then kFlushSink bytes hold its sink.
-  static constexpr size_t kFlushSink = 256;
-  size_t FlushBytes() const;
-  absl::Status EnsureFlushBuffer();
   // Stages `gather`'s bytes a chunk at a time to `to` on the device.
   absl::Status StageToDevice(const HostGather& gather, char* to);
   // Zeroes the device counter, enqueues `launch(counter)` and reads the counter back.
