@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 
@@ -87,9 +88,28 @@ struct HostPiece {
 };
 size_t TotalBytes(absl::Span<const HostPiece> pieces);
 
+// One launch of a candidate, as Stream::Launch knows it: the same candidate
+// (name and version), problem and operand addresses enqueue the same work.
+struct LaunchKey {
+  std::string_view candidate;
+  int64_t version = 0;
+  Problem problem;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* c = nullptr;
+};
+
 class Stream {
  public:
   virtual ~Stream() = default;
+  // Enqueues a dispatch's work: `launch`, which enqueues device work on this
+  // stream and nothing else, and enqueues the same work whenever `key` is the
+  // same. A backend whose launches cost the host more than a replay of them may
+  // record the work and replay it for a later launch of the same key
+  // (engine/launch_recordings.h: a GPU's CUDA graphs). The default launches.
+  virtual absl::Status Launch(const LaunchKey& key, absl::FunctionRef<absl::Status()> launch) {
+    return launch();
+  }
   virtual absl::Status CopyToDevice(Buffer& dst, const void* src, size_t bytes) = 0;
   // Copies `pieces`, in order, to the start of `dst`: an operand gathered from
   // where it arrived, never joined on the host first. The pieces may be freed

@@ -118,7 +118,10 @@ absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection
     // (bench/results/launch-cost-h200.md).
     ScopedLaunchHold hold(*stream, !by_event && HoldsLaunch(sel.candidate));  // refused: unheld
     if (!by_event) RETURN_IF_ERROR(stream->TimerStart());
-    if (absl::Status s = member->run(args); !s.ok()) {
+    // The same candidate on the same operands enqueues the same work: the
+    // stream may replay it (Stream::Launch) rather than pay its launch again.
+    const LaunchKey key{sel.candidate, sel.version, p, a, b, c};
+    if (absl::Status s = stream->Launch(key, [&] { return member->run(args); }); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(sel.candidate, " failed on ", p.ToString(), ": ",
                                                  s.message()));
     }

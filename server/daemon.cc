@@ -104,11 +104,12 @@ bool IsGpuUuid(const std::string& device) { return absl::StartsWith(device, "GPU
 #ifdef ARBITER_WITH_CUDA
 absl::StatusOr<BackendAndRegistry> CreateCuda(const std::vector<CandidateSpec>& extra,
                                               const ExtraCandidates& linked,
-                                              const std::string& device) {
+                                              const std::string& device, int64_t launch_graphs) {
   if (cuda::CudaBackend::VisibleDevices() <= 0) {
     return absl::FailedPreconditionError("backend cuda: no CUDA device is visible");
   }
   cuda::CudaBackendOptions options;
+  options.launch_graphs = static_cast<size_t>(launch_graphs);
   if (IsGpuUuid(device)) {
     ASSIGN_OR_RETURN(options.device, cuda::CudaBackend::FindDevice(device));
   } else if (!device.empty() && !absl::SimpleAtoi(device, &options.device)) {
@@ -125,7 +126,8 @@ absl::StatusOr<BackendAndRegistry> CreateCuda(const std::vector<CandidateSpec>& 
 absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind,
                                                  const std::vector<CandidateSpec>& extra,
                                                  const ExtraCandidates& linked,
-                                                 const std::string& device) {
+                                                 const std::string& device,
+                                                 int64_t launch_graphs) {
   // A daemon told which GPU to own serves that GPU or does not start.
   if (kind == BackendKind::kAuto && !device.empty()) kind = BackendKind::kCuda;
   switch (kind) {
@@ -133,13 +135,13 @@ absl::StatusOr<BackendAndRegistry> CreateBackend(BackendKind kind,
       return CreateCpu(extra, linked);
     case BackendKind::kCuda:
 #ifdef ARBITER_WITH_CUDA
-      return CreateCuda(extra, linked, device);
+      return CreateCuda(extra, linked, device, launch_graphs);
 #else
       return absl::FailedPreconditionError("backend cuda: this arbiterd was built without CUDA");
 #endif
     case BackendKind::kAuto:
 #ifdef ARBITER_WITH_CUDA
-      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda(extra, linked, device);
+      if (cuda::CudaBackend::VisibleDevices() > 0) return CreateCuda(extra, linked, device, launch_graphs);
 #endif
       return CreateCpu(extra, linked);
   }
@@ -181,7 +183,8 @@ absl::Status ValidateOptions(const DaemonOptions& o) {
       {"max-region-bytes-per-peer", a.regions.max_bytes_per_peer},
       {"max-resident-bytes", a.tensors.max_resident_bytes},
       {"max-tensors-per-peer", a.tensors.max_tensors_per_peer},
-      {"max-sessions", o.max_sessions}};
+      {"max-sessions", o.max_sessions},
+      {"launch-graphs", o.launch_graphs}};
   for (const auto& [flag, value] : non_negative) {
     if (value < 0) return absl::InvalidArgumentError(absl::StrCat(flag, ": expected >= 0, got ", value));
   }
@@ -432,7 +435,7 @@ absl::Status Daemon::Start() {
 absl::Status Daemon::StartEngine() {
   ASSIGN_OR_RETURN(BackendAndRegistry device,
                    CreateBackend(options_.backend, options_.extra_candidates, extra_,
-                                 options_.device));
+                                 options_.device, options_.launch_graphs));
   const DeviceInfo info = device.backend->info();
   spdlog::info("backend {}: {} ({}), {} candidates registered", info.backend, info.name,
                info.arch, device.registry->candidates().size());

@@ -107,6 +107,7 @@ struct DaemonOptions {
   std::string metrics_listen;                // host:port for GET /metrics; empty: no endpoint
   int64_t max_sessions = 1024;               // fd socket sessions open at once
   int64_t unix_socket_buffer_bytes = 4 << 20;  // SO_SNDBUF/SO_RCVBUF asked for on unix: connections; 0: the kernel's
+  int64_t launch_graphs = 64;                // per device stream: repeated dispatches replayed as CUDA graphs; 0: none
   // Tests only (no flag sets it): candidates registered after the backend's own,
   // e.g. planted wrong kernels that show the daemon catches them.
   std::vector<CandidateSpec> extra_candidates;

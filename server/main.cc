@@ -92,6 +92,10 @@ ABSL_FLAG(int64_t, max_sessions, Defaults().max_sessions,
 ABSL_FLAG(int64_t, unix_socket_buffer_bytes, Defaults().unix_socket_buffer_bytes,
           "SO_SNDBUF and SO_RCVBUF asked for on unix: connections (replies cross in fewer wake-ups; "
           "the kernel caps them at net.core.wmem_max unless the daemon may force them); 0: the kernel's default");
+ABSL_FLAG(int64_t, launch_graphs, Defaults().launch_graphs,
+          "CUDA graphs kept per device stream: a dispatch repeated on the same operands (regions, "
+          "resident tensors) replays its recorded launch, a few us of host time instead of 10-40; "
+          "0: every dispatch launches as it is");
 ABSL_FLAG(std::string, log_level, "",
           "trace, debug, info, warn, error, critical, off; unset: $ARBITER_LOG_LEVEL, else info");
 ABSL_FLAG(std::string, log_format, "text", "text (one line per event) or json (one object per line)");
@@ -191,6 +195,7 @@ DaemonOptions OptionsFromFlags() {
   options.arbiter.tensors.max_tensors_per_peer = absl::GetFlag(FLAGS_max_tensors_per_peer);
   options.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   options.unix_socket_buffer_bytes = absl::GetFlag(FLAGS_unix_socket_buffer_bytes);
+  options.launch_graphs = absl::GetFlag(FLAGS_launch_graphs);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);

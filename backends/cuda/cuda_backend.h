@@ -37,6 +37,7 @@ struct CudaBackendOptions {
   size_t lt_workspace_bytes = 64ull << 20;         // per-stream cublasLtMatmul workspace
   size_t staging_bytes = 8ull << 20;               // per-stream pinned host staging: two halves a copy's chunks alternate in
   int packing_threads = 4;                         // per-stream threads packing a chunk into staging, the caller's included
+  size_t launch_graphs = 64;                       // per-stream CUDA graphs of repeated dispatches replayed (engine/launch_recordings.h); 0: none
 };
 
 class CudaBackend final : public arbiter::Backend {

@@ -96,12 +96,16 @@ absl::Status CudaStream::Init(const CudaBackendOptions& options) {
   ASSIGN_OR_RETURN(lt_workspace_, pool_->Allocate(options.lt_workspace_bytes));
   res_.lt_workspace = lt_workspace_->data();
   res_.lt_workspace_bytes = lt_workspace_->bytes();
+  if (options.launch_graphs > 0) {
+    recordings_ = std::make_unique<LaunchRecordings>(recorder_, options.launch_graphs);
+  }
   return absl::OkStatus();
 }
 
 CudaStream::~CudaStream() {
   cudaSetDevice(pool_->device());
   if (holding_) ReleaseLaunches().IgnoreError();  // the held work runs before the stream goes
+  recordings_.reset();  // the graphs go before what they name
   if (res_.stream != nullptr) {
     cudaStreamSynchronize(res_.stream);
     pool_->RemoveStream(res_.stream);
@@ -278,10 +282,10 @@ absl::Status CudaStream::HoldLaunches() {
     CUDA_RETURN_IF_ERROR(cudaHostAlloc(&words, 2 * sizeof(unsigned), cudaHostAllocMapped));
     hold_words_ = static_cast<unsigned*>(words);
     hold_words_[0] = hold_words_[1] = 0;
+    CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(reinterpret_cast<void**>(&hold_device_words_),
+                                                  hold_words_, 0));
   }
-  unsigned* device_words = nullptr;
-  CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words),
-                                                hold_words_, 0));
+  unsigned* device_words = hold_device_words_;
   ++hold_generation_;
   if (hold_generation_ == 0) ++hold_generation_;  // 0 is the words' initial value
   CUDA_RETURN_IF_ERROR(LaunchHold(device_words, hold_generation_, kHoldLimitNs,
@@ -428,8 +432,8 @@ absl::Status CudaStream::FillRandom(Buffer& buf, DType dtype, size_t count, uint
   return absl::OkStatus();
 }
 
-template <typename Launch>
-absl::StatusOr<int64_t> CudaStream::Count(Launch launch) {
+template <typename Enqueue>
+absl::StatusOr<int64_t> CudaStream::Count(Enqueue launch) {
   RETURN_IF_ERROR(Use());
   if (counter_ == nullptr) {
     ASSIGN_OR_RETURN(counter_, pool_->Allocate(sizeof(unsigned long long)));
@@ -462,9 +466,57 @@ absl::StatusOr<int64_t> CudaStream::CountDifferences(const Buffer& x, const Buff
   });
 }
 
+absl::Status CudaStream::Launch(const LaunchKey& key, absl::FunctionRef<absl::Status()> launch) {
+  if (recordings_ == nullptr) return launch();
+  RETURN_IF_ERROR(Use());
+  return recordings_->Launch(key, scratch_generation_, launch);
+}
+
+absl::StatusOr<void*> CudaStream::GraphRecorder::Record(absl::FunctionRef<absl::Status()> launch) {
+  cudaStream_t s = stream_.res_.stream;
+  // Thread-local: other workers' streams go on launching; on this thread a call
+  // that would wait for the device or allocate fails the capture instead.
+  CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  stream_.recording_ = true;
+  const absl::Status launched = launch();
+  stream_.recording_ = false;
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+  if (!launched.ok() || ended != cudaSuccess || graph == nullptr) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();  // a refused call's error must not reach the next launch's check
+    if (!launched.ok()) return launched;
+    return absl::FailedPreconditionError(
+        absl::StrCat("stream capture: ", cudaGetErrorName(ended != cudaSuccess ? ended : cudaErrorUnknown)));
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (made != cudaSuccess) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError(absl::StrCat("cudaGraphInstantiate: ", cudaGetErrorName(made)));
+  }
+  return static_cast<void*>(exec);
+}
+
+absl::Status CudaStream::GraphRecorder::Replay(void* recording) {
+  CUDA_RETURN_IF_ERROR(cudaGraphLaunch(static_cast<cudaGraphExec_t>(recording), stream_.res_.stream));
+  return absl::OkStatus();
+}
+
+void CudaStream::GraphRecorder::Destroy(void* recording) {
+  cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(recording));
+}
+
 absl::StatusOr<void*> CudaStream::Scratch(size_t bytes) {
   if (scratch_ == nullptr || scratch_->bytes() < bytes) {
+    if (recording_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "scratch: ", bytes, " bytes asked while a launch is recorded (", 
+          scratch_ == nullptr ? 0 : scratch_->bytes(), " held); a recording never allocates"));
+    }
     RETURN_IF_ERROR(Use());
+    ++scratch_generation_;  // recordings that name the old scratch are dropped
     // Grow geometrically so a sequence of growing shapes does not reallocate each time.
     const size_t want = std::max(bytes, scratch_ == nullptr ? size_t{0} : scratch_->bytes() * 2);
     scratch_.reset();  // the pool waits for this stream's work before reusing it

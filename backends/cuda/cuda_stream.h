@@ -25,6 +25,7 @@
 #include "engine/backend.h"
 #include "engine/fork_join_pool.h"
 #include "engine/host_gather.h"
+#include "engine/launch_recordings.h"
 
 namespace arbiter::cuda {
 
@@ -47,6 +48,10 @@ class CudaStream final : public Stream {
   absl::Status TimerStop() override;
   absl::StatusOr<double> ElapsedSeconds() override;
   absl::Status Synchronize() override;
+  // Replays a CUDA graph of the work once the key comes a second time
+  // (engine/launch_recordings.h), while the stream's scratch is the one it
+  // was recorded with; launches as it is with launch_graphs = 0.
+  absl::Status Launch(const LaunchKey& key, absl::FunctionRef<absl::Status()> launch) override;
   // A one-thread kernel spinning on a word of mapped page-locked memory that
   // ReleaseLaunches writes; it gives up after kHoldLimitNs.
   absl::Status HoldLaunches() override;
@@ -70,7 +75,11 @@ class CudaStream final : public Stream {
   absl::Status FillRandom(Buffer& buf, DType dtype, size_t count, uint64_t seed) override;
 
   const StreamResources& resources() const { return res_; }
+  // Refused while a launch is being recorded: a graph must not allocate, and the
+  // first launch of every key (never recorded) has grown it already.
   absl::StatusOr<void*> Scratch(size_t bytes);
+  // How this stream's launches went (null without launch graphs).
+  const LaunchRecordings* recordings() const { return recordings_.get(); }
 
  private:
   CudaStream(std::shared_ptr<DevicePool> pool, const cudaDeviceProp& props);
@@ -80,8 +89,8 @@ class CudaStream final : public Stream {
   // Stages `gather`'s bytes a chunk at a time to `to` on the device.
   absl::Status StageToDevice(const HostGather& gather, char* to);
   // Zeroes the device counter, enqueues `launch(counter)` and reads the counter back.
-  template <typename Launch>
-  absl::StatusOr<int64_t> Count(Launch launch);
+  template <typename Enqueue>
+  absl::StatusOr<int64_t> Count(Enqueue launch);
 
   std::shared_ptr<DevicePool> pool_;
   cudaDeviceProp props_;
@@ -104,6 +113,23 @@ class CudaStream final : public Stream {
   unsigned* hold_words_ = nullptr;
   unsigned hold_generation_ = 0;
   bool holding_ = false;
+  unsigned* hold_device_words_ = nullptr;         // hold_words_ as the device sees them
+
+  // Stream capture into a CUDA graph, instantiated: LaunchRecordings' recorder.
+  class GraphRecorder final : public LaunchRecorder {
+   public:
+    explicit GraphRecorder(CudaStream& stream) : stream_(stream) {}
+    absl::StatusOr<void*> Record(absl::FunctionRef<absl::Status()> launch) override;
+    absl::Status Replay(void* recording) override;
+    void Destroy(void* recording) override;
+
+   private:
+    CudaStream& stream_;
+  };
+  GraphRecorder recorder_{*this};
+  std::unique_ptr<LaunchRecordings> recordings_;  // null: launch_graphs = 0
+  uint64_t scratch_generation_ = 0;               // moves whenever scratch_ is reallocated
+  bool recording_ = false;                        // a launch is being captured
 };
 
 }  // namespace arbiter::cuda

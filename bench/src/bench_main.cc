@@ -88,6 +88,8 @@ ABSL_FLAG(int, matmul_repeats, 5, "service: Matmul calls per path and size (medi
 ABSL_FLAG(std::string, wire_mib, "",
           "service: request sizes (MiB) of the wire rows, f32 1x1xK Matmuls whose kernel is next "
           "to nothing (default 16,64,256 on cuda, 4,16 on cpu; \",\": none)");
+ABSL_FLAG(std::string, daemon_flags, "",
+          "service: more flags for each arbiterd it starts, comma list (e.g. --launch_graphs=0)");
 ABSL_FLAG(std::string, zero_copy, "auto",
           "service: the zero-copy Matmul rows (operands in a region of the daemon's device memory, "
           "on the unix socket): auto (on the cuda backend), on, off");
@@ -331,6 +333,9 @@ Table MethodTable(const BenchDevice& dev, const SectionOptions& options, const R
                             : absl::StrCat(run.shapes_path, " fnv1a64 ", run.shapes_hash)});
   method.Add({"vendor", dev.vendor});
   method.Add({"second_run", options.second_run ? "each kernel shape measured twice" : "off"});
+  if (!absl::GetFlag(FLAGS_daemon_flags).empty()) {
+    method.Add({"daemon_flags", absl::GetFlag(FLAGS_daemon_flags)});
+  }
   if (!absl::GetFlag(FLAGS_note).empty()) method.Add({"note", absl::GetFlag(FLAGS_note)});
   return method;
 }
@@ -540,6 +545,9 @@ int main(int argc, char** argv) {
                                                            : "128,256,512")
                                                     : absl::GetFlag(FLAGS_matmul_sizes));
     so.matmul_repeats = absl::GetFlag(FLAGS_matmul_repeats);
+    for (absl::string_view f : absl::StrSplit(absl::GetFlag(FLAGS_daemon_flags), ',', absl::SkipEmpty())) {
+      so.daemon_flags.emplace_back(f);
+    }
     so.wire_mib = Int64List("wire_mib", absl::GetFlag(FLAGS_wire_mib).empty()
                                             ? (gpu ? "16,64,256" : "4,16")
                                             : absl::GetFlag(FLAGS_wire_mib));

@@ -23,11 +23,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const std::string& arbiter
                                                       const std::string& backend,
                                                       const std::string& listen,
                                                       const std::string& port_file,
-                                                      int metrics_port, const std::string& log) {
+                                                      int metrics_port, const std::string& log,
+                                                      const std::vector<std::string>& flags) {
   std::vector<std::string> args = {arbiterd, "--listen=" + listen, "--backend=" + backend,
                                    "--store=:memory:", "--tuning=sync", "--log_level=warn",
                                    absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port)};
   if (!port_file.empty()) args.push_back("--port_file=" + port_file);
+  args.insert(args.end(), flags.begin(), flags.end());
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {

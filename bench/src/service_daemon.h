@@ -24,12 +24,13 @@ class Daemon {
  public:
   // `arbiterd` with --backend=`backend` on `listen`, its metrics on
   // 127.0.0.1:`metrics_port`, its stdout and stderr into `log`; it writes its
-  // port to `port_file` if that is not empty.
+  // port to `port_file` if that is not empty. `flags` go on its command line last.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(const std::string& arbiterd,
                                                        const std::string& backend,
                                                        const std::string& listen,
                                                        const std::string& port_file,
-                                                       int metrics_port, const std::string& log);
+                                                       int metrics_port, const std::string& log,
+                                                       const std::vector<std::string>& flags = {});
   ~Daemon();
   Daemon(const Daemon&) = delete;  // one owner stops the process
   Daemon& operator=(const Daemon&) = delete;

@@ -237,7 +237,8 @@ absl::StatusOr<Served> StartDaemon(const ServiceOptions& o, const Transport& t) 
   ASSIGN_OR_RETURN(served.metrics_port, FreePort());
   ASSIGN_OR_RETURN(served.daemon,
                    Daemon::Start(o.arbiterd, o.backend, t.listen, port_file, served.metrics_port,
-                                 absl::StrCat(o.scratch, "/arbiterd-", t.name, ".log")));
+                                 absl::StrCat(o.scratch, "/arbiterd-", t.name, ".log"),
+                                 o.daemon_flags));
   if (!port_file.empty()) {
     ASSIGN_OR_RETURN(int port, WaitForPort(port_file, *served.daemon));
     served.target = absl::StrCat("127.0.0.1:", port);

@@ -37,6 +37,7 @@ struct ServiceOptions {
   int matmul_repeats = 5;                     // each path, median of this many calls
   bool zero_copy = false;                     // the zero-copy rows (regions on the unix socket)
   std::vector<int64_t> wire_mib = {16, 64, 256};  // request sizes of the wire rows; empty: none
+  std::vector<std::string> daemon_flags;     // more flags for each arbiterd started, e.g. --launch_graphs=0
   bool verbose = true;
 };
 

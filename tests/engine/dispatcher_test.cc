@@ -202,6 +202,14 @@ class DeferredStream final : public Stream {
     return absl::OkStatus();
   }
   absl::Status FlushCache() override { return absl::OkStatus(); }
+  // Each launch's key, as "candidate@version problem a b c" (addresses as given).
+  absl::Status Launch(const LaunchKey& key, absl::FunctionRef<absl::Status()> launch) override {
+    keys_.push_back(absl::StrCat(std::string(key.candidate), "@", key.version, " ",
+                                 key.problem.ToString(), " ", absl::Hex(key.a), " ",
+                                 absl::Hex(key.b), " ", absl::Hex(key.c)));
+    return launch();
+  }
+  const std::vector<std::string>& keys() const { return keys_; }
   absl::Status TimerStart() override {
     Enqueue("timer start");
     return absl::OkStatus();
@@ -229,6 +237,7 @@ class DeferredStream final : public Stream {
   }
 
  private:
+  std::vector<std::string> keys_;
   void RunAll() {
     for (auto& [what, work] : pending_) {
       work();
@@ -502,6 +511,25 @@ TEST_F(ZeroCopyDispatchTest, CInPlaceIsCompleteWhenTheDispatchAnswers) {
   }
   EXPECT_EQ(r->stages.h2d_seconds, 0) << "nothing was copied in";
   EXPECT_EQ(r->stages.d2h_seconds, 0) << "nothing was copied out";
+}
+
+// The stream may replay a recording of a launch (Stream::Launch): the key it is
+// given names the candidate, its version, the problem and the operands' addresses,
+// so a dispatch on other operands can never be served by another's recording.
+TEST_F(ZeroCopyDispatchTest, EachLaunchIsKeyedByCandidateProblemAndOperandAddresses) {
+  ASSERT_TRUE(dispatcher_->Run(p_, Chosen("deferred"), CallContext{}, InPlace()).ok());
+  ASSERT_TRUE(dispatcher_->Run(p_, Chosen("deferred"), CallContext{}, InPlace()).ok());
+  std::vector<float> other_c(c_.size());
+  DispatchIo elsewhere = InPlace();
+  elsewhere.c_device = other_c.data();
+  ASSERT_TRUE(dispatcher_->Run(p_, Chosen("deferred"), CallContext{}, elsewhere).ok());
+  const std::vector<std::string>& keys = stream_->keys();
+  ASSERT_EQ(keys.size(), 3u) << "every kernel goes through Stream::Launch";
+  EXPECT_EQ(keys[0], keys[1]) << "the same dispatch again has the same key";
+  EXPECT_NE(keys[0], keys[2]) << "another C has another key";
+  EXPECT_EQ(keys[0], absl::StrCat("deferred@", Chosen("deferred").version, " ", p_.ToString(), " ",
+                                  absl::Hex(a_.data()), " ",
+                                  absl::Hex(b_.data()), " ", absl::Hex(c_.data())));
 }
 
 TEST_F(ZeroCopyDispatchTest, TheClientsEventIsWaitedOnBeforeTheKernelReadsAAndB) {

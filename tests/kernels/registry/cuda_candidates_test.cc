@@ -19,8 +19,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_resources.h"
+#include "backends/cuda/cuda_stream.h"
 #include "engine/candidate.h"
 #include "engine/contract.h"
+#include "engine/launch_recordings.h"
 #include "engine/measurer.h"
 #include "engine/oracle.h"
 #include "kernels/registry/cuda_candidates.h"
@@ -259,6 +262,149 @@ TEST_P(CudaDeterminismTest, BatchInvariantClaimsHoldAcrossM) {
 }
 
 INSTANTIATE_TEST_SUITE_P(DTypes, CudaDeterminismTest,
+                         ::testing::Values(DType::kF16, DType::kBF16, DType::kF32),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(DTypeName(info.param));
+                         });
+
+// Dispatches replay a CUDA graph of a launch from the second launch of the same
+// candidate, problem and operands on (CudaStream::Launch): what a replay writes
+// must be what the launch itself writes, for every candidate, and a replay must
+// never stand in for a launch on other operands or on a scratch that moved.
+class CudaLaunchGraphsTest : public ::testing::TestWithParam<DType> {};
+
+// Poisons C, enqueues the member through the stream's Launch under its key,
+// returns C on the host.
+absl::Status LaunchPoisoned(Env& env, const CandidateSpec& spec, const CandidateMember& member,
+                            const Problem& p, const void* a, const void* b, Buffer& c,
+                            std::vector<unsigned char>* out) {
+  RETURN_IF_ERROR(env.stream->Poison(c, p.dtype, p.m * p.n));
+  const LaunchKey key{spec.name, spec.version, p, a, b, c.data()};
+  RETURN_IF_ERROR(env.stream->Launch(
+      key, [&] { return member.run(GemmArgs{p, a, b, c.data(), env.stream.get()}); }));
+  out->resize(p.c_bytes());
+  return env.stream->CopyToHost(out->data(), c, p.c_bytes());
+}
+
+const LaunchRecordings::Counts& CountsOf(Env& env) {
+  auto* cs = dynamic_cast<CudaStream*>(env.stream.get());
+  static const LaunchRecordings::Counts kNone;
+  return cs == nullptr || cs->recordings() == nullptr ? kNone : cs->recordings()->counts();
+}
+
+TEST_P(CudaLaunchGraphsTest, ReplaysWriteWhatTheLaunchWrites) {
+  SETUP_OR_SKIP(env);
+  const DType dtype = GetParam();
+  ASSERT_NE(dynamic_cast<CudaStream*>(env->stream.get())->recordings(), nullptr)
+      << "the default CudaBackendOptions keep launch graphs";
+  int replayed = 0;
+  for (const ShapeCase& s : {ShapeCase{"ragged", 777, 333, 2049}, ShapeCase{"skinny", 1, 4096, 4096},
+                             ShapeCase{"skinny", 16, 2048, 2048}, ShapeCase{"large_k", 16, 16, 65536},
+                             ShapeCase{"nonsquare", 1000, 96, 304}, ShapeCase{"unaligned", 2047, 2047, 2047}}) {
+    const Problem p{dtype, s.m, s.n, s.k};
+    Operands ops;
+    ASSERT_TRUE(MakeOperands(*env, p, 4242 + s.m, &ops).ok());
+    for (const CandidateSpec& spec : env->candidates) {
+      const CandidateMember* member = spec.Member(dtype);
+      if (member == nullptr || !Gap(*env, spec, *member, p).empty()) continue;
+      std::vector<unsigned char> direct;
+      absl::Status r = RunPoisoned(*env, *member, p, ops.a->data(), ops.b->data(), *ops.c, &direct);
+      if (absl::IsUnimplemented(r)) continue;
+      ASSERT_TRUE(r.ok()) << spec.name << " on " << p << ": " << r;
+      // Launched as it is, then recorded and replayed, then replayed.
+      for (int i = 0; i < 3; ++i) {
+        const LaunchRecordings::Counts before = CountsOf(*env);
+        std::vector<unsigned char> c;
+        absl::Status l = LaunchPoisoned(*env, spec, *member, p, ops.a->data(), ops.b->data(), *ops.c, &c);
+        ASSERT_TRUE(l.ok()) << spec.name << " on " << p << ", launch " << i << ": " << l;
+        const LaunchRecordings::Counts after = CountsOf(*env);
+        const bool by_graph = after.replayed + after.recorded > before.replayed + before.recorded;
+        replayed += by_graph;
+        const OracleReport report = CheckOutput(p, member->contract.accuracy, c.data(), ops.ref);
+        EXPECT_TRUE(report.pass) << spec.name << " on " << p << ", launch " << i << ": " << report.detail;
+        if (member->contract.determinism >= Determinism::kRunToRun) {
+          const size_t diff = BitDifferences(direct, c, ElementSize(dtype), p.m * p.n);
+          EXPECT_EQ(diff, 0u) << spec.name << " on " << p << ", launch " << i
+                              << (by_graph ? " (a graph)" : " (launched)") << " differs from its launch";
+        }
+        if (i == 2) {
+          std::printf("GRAPH %-16s %-26s %s\n", spec.name.c_str(), p.ToString().c_str(),
+                      by_graph ? "replayed" : "launched (not recordable)");
+        }
+      }
+    }
+  }
+  EXPECT_GT(replayed, 0) << "no launch was replayed from a graph";
+}
+
+// A key names the operands' addresses: new contents at the same addresses are
+// read by the replay, and other addresses are never served by it.
+TEST_P(CudaLaunchGraphsTest, AReplayReadsTheOperandsAsTheyAreNow) {
+  SETUP_OR_SKIP(env);
+  const DType dtype = GetParam();
+  const Problem p{dtype, 96, 1000, 304};
+  Operands first, second;
+  ASSERT_TRUE(MakeOperands(*env, p, 11, &first).ok());
+  ASSERT_TRUE(MakeOperands(*env, p, 12, &second).ok());
+  const CandidateSpec* spec = nullptr;
+  for (const CandidateSpec& c : env->candidates) {
+    if (c.name == "cublas") spec = &c;
+  }
+  ASSERT_NE(spec, nullptr);
+  const CandidateMember& member = *spec->Member(dtype);
+  std::vector<unsigned char> c;
+  for (int i = 0; i < 3; ++i) {  // recorded on first's addresses
+    ASSERT_TRUE(LaunchPoisoned(*env, *spec, member, p, first.a->data(), first.b->data(), *first.c, &c).ok());
+  }
+  ASSERT_TRUE(CheckOutput(p, member.contract.accuracy, c.data(), first.ref).pass);
+  // Other addresses: second's own result, not first's.
+  ASSERT_TRUE(LaunchPoisoned(*env, *spec, member, p, second.a->data(), second.b->data(), *first.c, &c).ok());
+  EXPECT_TRUE(CheckOutput(p, member.contract.accuracy, c.data(), second.ref).pass)
+      << "a launch on other operands was served by another key's graph";
+  // The same addresses, new contents: the replay reads them.
+  std::vector<unsigned char> a2(p.a_bytes()), b2(p.b_bytes());
+  ASSERT_TRUE(env->stream->CopyToHost(a2.data(), *second.a, p.a_bytes()).ok());
+  ASSERT_TRUE(env->stream->CopyToHost(b2.data(), *second.b, p.b_bytes()).ok());
+  ASSERT_TRUE(env->stream->CopyToDevice(*first.a, a2.data(), a2.size()).ok());
+  ASSERT_TRUE(env->stream->CopyToDevice(*first.b, b2.data(), b2.size()).ok());
+  const LaunchRecordings::Counts before = CountsOf(*env);
+  ASSERT_TRUE(LaunchPoisoned(*env, *spec, member, p, first.a->data(), first.b->data(), *first.c, &c).ok());
+  EXPECT_GT(CountsOf(*env).replayed, before.replayed) << "cublas's launch was not replayed";
+  EXPECT_TRUE(CheckOutput(p, member.contract.accuracy, c.data(), second.ref).pass)
+      << "the replay did not read the operands' new contents";
+}
+
+// A candidate's scratch that grew (another candidate needed more) is somewhere
+// else: graphs that name the old one are dropped, and the launch runs again.
+TEST_P(CudaLaunchGraphsTest, AGrownScratchDropsTheGraphsThatNameTheOldOne) {
+  SETUP_OR_SKIP(env);
+  const DType dtype = GetParam();
+  const Problem p{dtype, 1000, 333, 777};  // ragged N: cublas_padded pads B and C in scratch
+  Operands ops;
+  ASSERT_TRUE(MakeOperands(*env, p, 21, &ops).ok());
+  const CandidateSpec* spec = nullptr;
+  for (const CandidateSpec& c : env->candidates) {
+    if (c.name == "cublas_padded") spec = &c;
+  }
+  ASSERT_NE(spec, nullptr);
+  const CandidateMember* member = spec->Member(dtype);
+  ASSERT_NE(member, nullptr);
+  std::vector<unsigned char> c;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(LaunchPoisoned(*env, *spec, *member, p, ops.a->data(), ops.b->data(), *ops.c, &c).ok());
+  }
+  ASSERT_GT(CountsOf(*env).replayed + CountsOf(*env).recorded, 0);
+  // Grow the stream's scratch past anything asked so far (its old block goes back to the pool).
+  absl::StatusOr<void*> grown = Scratch(env->stream.get(), size_t{1} << 30);
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  const LaunchRecordings::Counts before = CountsOf(*env);
+  ASSERT_TRUE(LaunchPoisoned(*env, *spec, *member, p, ops.a->data(), ops.b->data(), *ops.c, &c).ok());
+  EXPECT_EQ(CountsOf(*env).replayed, before.replayed) << "a graph naming the old scratch was replayed";
+  EXPECT_EQ(CountsOf(*env).direct, before.direct + 1);
+  EXPECT_TRUE(CheckOutput(p, member->contract.accuracy, c.data(), ops.ref).pass);
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, CudaLaunchGraphsTest,
                          ::testing::Values(DType::kF16, DType::kBF16, DType::kF32),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(DTypeName(info.param));
