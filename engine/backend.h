@@ -97,6 +97,7 @@ struct LaunchKey {
   const void* a = nullptr;
   const void* b = nullptr;
   const void* c = nullptr;
+  bool timed = false;  // the work starts and stops the stream's timer around the kernel
 };
 
 class Stream {
@@ -110,6 +111,9 @@ class Stream {
   virtual absl::Status Launch(const LaunchKey& key, absl::FunctionRef<absl::Status()> launch) {
     return launch();
   }
+  // Whether Launch would replay a recording for `key`: no host launch then
+  // separates the work's parts on the device, so it needs no launch hold.
+  virtual bool Replays(const LaunchKey& key) const { return false; }
   virtual absl::Status CopyToDevice(Buffer& dst, const void* src, size_t bytes) = 0;
   // Copies `pieces`, in order, to the start of `dst`: an operand gathered from
   // where it arrived, never joined on the host first. The pieces may be freed

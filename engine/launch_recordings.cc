@@ -31,8 +31,16 @@ bool LaunchRecordings::SeenBefore(const LaunchKey& key) {
     }
   }
   seen_once_.push_front(Owned{std::string(key.candidate), key.version, key.problem, key.a, key.b,
-                              key.c});
+                              key.c, key.timed});
   if (seen_once_.size() > 4 * capacity_) seen_once_.pop_back();
+  return false;
+}
+
+bool LaunchRecordings::Has(const LaunchKey& key, uint64_t generation) const {
+  if (generation != generation_) return false;
+  for (const Kept& k : kept_) {
+    if (k.key.Is(key)) return true;
+  }
   return false;
 }
 
@@ -66,7 +74,7 @@ absl::Status LaunchRecordings::Launch(const LaunchKey& key, uint64_t generation,
     kept_.pop_back();
   }
   kept_.push_front(Kept{Owned{std::string(key.candidate), key.version, key.problem, key.a, key.b,
-                              key.c},
+                              key.c, key.timed},
                         *recording});
   ++counts_.recorded;
   return recorder_.Replay(*recording);

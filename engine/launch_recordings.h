@@ -63,6 +63,9 @@ class LaunchRecordings {
   absl::Status Launch(const LaunchKey& key, uint64_t generation,
                       absl::FunctionRef<absl::Status()> launch);
 
+  // Whether Launch(key, generation, ...) would replay a recording.
+  bool Has(const LaunchKey& key, uint64_t generation) const;
+
   size_t size() const { return kept_.size(); }
   const Counts& counts() const { return counts_; }
 
@@ -74,9 +77,10 @@ class LaunchRecordings {
     const void* a = nullptr;
     const void* b = nullptr;
     const void* c = nullptr;
+    bool timed = false;
     bool Is(const LaunchKey& k) const {
       return candidate == k.candidate && version == k.version && problem == k.problem &&
-             a == k.a && b == k.b && c == k.c;
+             a == k.a && b == k.b && c == k.c && timed == k.timed;
     }
   };
   struct Kept {

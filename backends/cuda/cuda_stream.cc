@@ -237,9 +237,16 @@ absl::Status CudaStream::FlushCache() {
   return absl::OkStatus();
 }
 
+cudaError_t CudaStream::RecordEvent(cudaEvent_t event) {
+  // Captured into a graph, a plain record only orders the capture; an external
+  // one becomes a node that records the event each time the graph runs.
+  return recording_ ? cudaEventRecordWithFlags(event, res_.stream, cudaEventRecordExternal)
+                    : cudaEventRecord(event, res_.stream);
+}
+
 absl::Status CudaStream::TimerStart() {
   RETURN_IF_ERROR(Use());
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(start_, res_.stream));
+  CUDA_RETURN_IF_ERROR(RecordEvent(start_));
   timer_started_ = true;
   timer_stopped_ = false;
   return absl::OkStatus();
@@ -248,7 +255,7 @@ absl::Status CudaStream::TimerStart() {
 absl::Status CudaStream::TimerStop() {
   if (!timer_started_) return absl::FailedPreconditionError("TimerStop without TimerStart");
   RETURN_IF_ERROR(Use());
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(stop_, res_.stream));
+  CUDA_RETURN_IF_ERROR(RecordEvent(stop_));
   timer_stopped_ = true;
   return absl::OkStatus();
 }
@@ -470,6 +477,10 @@ absl::Status CudaStream::Launch(const LaunchKey& key, absl::FunctionRef<absl::St
   if (recordings_ == nullptr) return launch();
   RETURN_IF_ERROR(Use());
   return recordings_->Launch(key, scratch_generation_, launch);
+}
+
+bool CudaStream::Replays(const LaunchKey& key) const {
+  return recordings_ != nullptr && recordings_->Has(key, scratch_generation_);
 }
 
 absl::StatusOr<void*> CudaStream::GraphRecorder::Record(absl::FunctionRef<absl::Status()> launch) {

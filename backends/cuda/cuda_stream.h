@@ -52,6 +52,7 @@ class CudaStream final : public Stream {
   // (engine/launch_recordings.h), while the stream's scratch is the one it
   // was recorded with; launches as it is with launch_graphs = 0.
   absl::Status Launch(const LaunchKey& key, absl::FunctionRef<absl::Status()> launch) override;
+  bool Replays(const LaunchKey& key) const override;
   // A one-thread kernel spinning on a word of mapped page-locked memory that
   // ReleaseLaunches writes; it gives up after kHoldLimitNs.
   absl::Status HoldLaunches() override;
@@ -78,6 +79,7 @@ class CudaStream final : public Stream {
   // Refused while a launch is being recorded: a graph must not allocate, and the
   // first launch of every key (never recorded) has grown it already.
   absl::StatusOr<void*> Scratch(size_t bytes);
+  size_t scratch_bytes() const { return scratch_ == nullptr ? 0 : scratch_->bytes(); }
   // How this stream's launches went (null without launch graphs).
   const LaunchRecordings* recordings() const { return recordings_.get(); }
 
@@ -86,6 +88,8 @@ class CudaStream final : public Stream {
   absl::Status Init(const CudaBackendOptions& options);
   absl::Status Use() const;  // makes the device current on this thread
   absl::Status CopyToHostRaw(void* dst, const void* src, size_t bytes);
+  // The timer's events: recorded by the graph too while a launch is recorded.
+  cudaError_t RecordEvent(cudaEvent_t event);
   // Stages `gather`'s bytes a chunk at a time to `to` on the device.
   absl::Status StageToDevice(const HostGather& gather, char* to);
   // Zeroes the device counter, enqueues `launch(counter)` and reads the counter back.

@@ -347,6 +347,22 @@ TEST_F(DispatcherTest, TheDeviceTimeReportedLeavesOutTheHostsLaunch) {
   EXPECT_FALSE(stream->held()) << "the hold outlived the dispatch";
 }
 
+// A replayed recording (Stream::Replays) carries the timer's events next to the
+// kernel: no host launch between them to keep out, so no hold is taken, and the
+// device time is still the kernel's.
+TEST_F(DispatcherTest, ADispatchTheStreamReplaysTakesNoHold) {
+  auto owned = std::make_unique<FakeStream>();
+  FakeStream* stream = owned.get();
+  stream->set_replays(true);
+  std::vector<CandidateSpec> c;
+  c.push_back(FakeCandidate("timed", 2, TimedKernel(7e-6)));
+  Start(std::move(c), 0.0, std::move(owned));
+  absl::StatusOr<DispatchResult> r = Run(Chosen("timed"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(stream->holds(), 0) << "a hold was launched for a replay";
+  EXPECT_DOUBLE_EQ(r->device_seconds, 7e-6);
+}
+
 TEST_F(DispatcherTest, AFailedLaunchReleasesItsHold) {
   auto owned = std::make_unique<FakeStream>();
   FakeStream* stream = owned.get();

@@ -154,6 +154,9 @@ class FakeStream final : public Stream {
     return absl::OkStatus();
   }
   bool LastHoldExpired() override { return holds_ > 0 && holds_expire_; }
+  // As a stream that keeps recordings of launches would say of every key.
+  bool Replays(const LaunchKey&) const override { return replays_; }
+  void set_replays(bool replays) { replays_ = replays; }
   // Every hold gives up before the host has enqueued the sample, as a real one
   // does when a launch waits for the device.
   void set_holds_expire(bool expire) { holds_expire_ = expire; }
@@ -169,7 +172,7 @@ class FakeStream final : public Stream {
   double drift_ = 0;
   int64_t advances_ = 0;
   bool timer_running_ = false;
-  bool held_ = false, holds_expire_ = false, flushed_ = false;
+  bool held_ = false, holds_expire_ = false, flushed_ = false, replays_ = false;
   int holds_ = 0;
 };
 

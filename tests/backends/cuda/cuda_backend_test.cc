@@ -20,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_resources.h"
+#include "backends/cuda/cuda_stream.h"
+#include "engine/launch_recordings.h"
 #include "engine/dispatcher.h"
 #include "engine/measurer.h"
 #include "engine/quarantine.h"
@@ -334,6 +336,8 @@ TEST_F(CudaBackendTest, ADispatchReportsItsKernelsTimeNotItsSlowLaunch) {
               cudaSuccess);
     ASSERT_TRUE(stream_->Synchronize().ok());
   }
+  auto* stream = dynamic_cast<CudaStream*>(stream_.get());
+  ASSERT_NE(stream, nullptr);
   std::vector<std::unique_ptr<Stream>> streams;
   streams.push_back(std::move(stream_));
   StreamPool pool(std::move(streams), 1);
@@ -351,6 +355,35 @@ TEST_F(CudaBackendTest, ADispatchReportsItsKernelsTimeNotItsSlowLaunch) {
     EXPECT_GT(r->device_seconds, 0.0);
     EXPECT_LT(r->device_seconds, 1e-3) << "the host's 3 ms launch entered the reported device time";
   }
+  // Operands on the device, named again and again: launched, recorded, then
+  // replayed without a hold (the timer's events are in the graph); C written each time.
+  absl::StatusOr<std::unique_ptr<Buffer>> da = backend_->Allocate(p.a_bytes()),
+                                          db = backend_->Allocate(p.b_bytes()),
+                                          dc = backend_->Allocate(p.c_bytes());
+  ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
+  DispatchIo io;
+  io.a = Operand{.device = (*da)->data(), .bytes = p.a_bytes()};
+  io.b = Operand{.device = (*db)->data(), .bytes = p.b_bytes()};
+  io.c_device = (*dc)->data();
+  const LaunchRecordings* recordings = stream->recordings();
+  ASSERT_NE(recordings, nullptr);
+  const int64_t replayed_before = recordings->counts().replayed;
+  absl::StatusOr<std::unique_ptr<Stream>> helper = backend_->CreateStream();  // poisons and reads C
+  ASSERT_TRUE(helper.ok()) << helper.status();
+  std::vector<float> c(p.m * p.n);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE((*helper)->Poison(**dc, p.dtype, p.m * p.n).ok());
+    ASSERT_TRUE((*helper)->Synchronize().ok());
+    absl::StatusOr<DispatchResult> r = dispatcher.Run(p, *chosen, CallContext{}, io);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_GT(r->device_seconds, 0.0) << "dispatch " << i;
+    EXPECT_LT(r->device_seconds, 1e-3) << "dispatch " << i << ": the host's launch entered the device time";
+    ASSERT_TRUE((*helper)->CopyToHost(c.data(), **dc, p.c_bytes()).ok());
+    EXPECT_EQ(std::count(c.begin(), c.end(), 0.0f), static_cast<long>(c.size()))
+        << "dispatch " << i << " left C unwritten";
+  }
+  EXPECT_EQ(recordings->counts().replayed - replayed_before, 2)
+      << "the 3rd and 4th dispatch of the same operands replay the recording";
 }
 
 // A hold nobody releases (a launch that waits for the device, here the caller
