@@ -347,6 +347,12 @@ TEST_F(CudaBackendTest, ADispatchReportsItsKernelsTimeNotItsSlowLaunch) {
       SelectTierDefault(p, {(*registry)->Find("slow_launch")}, Determinism::kNondeterministic,
                         VerdictSource::kTierDefault, "test");
   ASSERT_TRUE(chosen.ok()) << chosen.status();
+  // Allocated first: the host-operand dispatches' buffers come from the pool
+  // too, and recycled addresses would give their keys to these.
+  absl::StatusOr<std::unique_ptr<Buffer>> da = backend_->Allocate(p.a_bytes()),
+                                          db = backend_->Allocate(p.b_bytes()),
+                                          dc = backend_->Allocate(p.c_bytes());
+  ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
   std::vector<float> a(p.m * p.k, 1.0f), b(p.k * p.n, 1.0f);
   for (int i = 0; i < 2; ++i) {
     absl::StatusOr<DispatchResult> r =
@@ -357,10 +363,6 @@ TEST_F(CudaBackendTest, ADispatchReportsItsKernelsTimeNotItsSlowLaunch) {
   }
   // Operands on the device, named again and again: launched, recorded, then
   // replayed without a hold (the timer's events are in the graph); C written each time.
-  absl::StatusOr<std::unique_ptr<Buffer>> da = backend_->Allocate(p.a_bytes()),
-                                          db = backend_->Allocate(p.b_bytes()),
-                                          dc = backend_->Allocate(p.c_bytes());
-  ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
   DispatchIo io;
   io.a = Operand{.device = (*da)->data(), .bytes = p.a_bytes()};
   io.b = Operand{.device = (*db)->data(), .bytes = p.b_bytes()};
