@@ -120,8 +120,9 @@ absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection
     // timer included (Stream::Launch), where no host launch separates the
     // events from the kernel and no hold is needed.
     const LaunchKey key{sel.candidate, sel.version, p, a, b, c, /*timed=*/!by_event};
+    r.stages.replayed = stream->Replays(key);
     ScopedLaunchHold hold(*stream, !by_event && HoldsLaunch(sel.candidate) &&
-                                       !stream->Replays(key));  // refused: unheld
+                                       !r.stages.replayed);  // refused: unheld
     const auto work = [&]() -> absl::Status {
       if (!by_event) RETURN_IF_ERROR(stream->TimerStart());
       RETURN_IF_ERROR(member->run(args));

@@ -53,6 +53,7 @@ struct DispatchStages {
   double kernel_seconds = 0;  // from the kernel enqueued to its end seen by the host: the
                               // one wait for the device (C complete there)
   double d2h_seconds = 0;     // C copied back
+  bool replayed = false;      // the stream replayed a recording of the launch (Stream::Replays)
 };
 
 struct DispatchResult {

@@ -321,6 +321,7 @@ absl::Status DispatchService::DoMatmul(const grpc::ServerContext& context,
     // Operands named by reference cross no bus: no h2d or d2h to record.
     if (s.h2d_seconds > 0) options_.metrics->ObserveStage(DispatchStage::kH2D, s.h2d_seconds);
     options_.metrics->ObserveStage(DispatchStage::kLaunch, s.launch_seconds);
+    options_.metrics->ObserveLaunch(s.replayed);
     // Completed by event: the daemon never waited for the kernel.
     if (!result.by_event) options_.metrics->ObserveStage(DispatchStage::kKernel, s.kernel_seconds);
     if (s.d2h_seconds > 0) options_.metrics->ObserveStage(DispatchStage::kD2H, s.d2h_seconds);

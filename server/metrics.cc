@@ -262,6 +262,14 @@ Metrics::Metrics(const MetricsOptions& options, const DeviceInfo& device)
     stage_seconds_[static_cast<int>(stage)] =
         &stages.Add({{"stage", DispatchStageName(stage)}}, StageBuckets());
   }
+  auto& launches = prometheus::BuildCounter()
+      .Name("arbiter_dispatch_launches_total")
+      .Help("Successful Matmuls by how their work was enqueued: replayed (a CUDA graph recorded "
+            "at an earlier dispatch of the same candidate, shape and operand addresses) or "
+            "launched (the candidate's own launch)")
+      .Register(r);
+  launches_replayed_ = &launches.Add({{"how", "replayed"}});
+  launches_launched_ = &launches.Add({{"how", "launched"}});
   regions_ = gauge("arbiter_regions", "Client memory regions mapped for zero-copy operands");
   region_bytes_ = gauge("arbiter_region_bytes", "Bytes of client memory regions mapped");
   tensors_ = gauge("arbiter_resident_tensors", "Resident tensors held");
@@ -473,6 +481,10 @@ void Metrics::SetPerUid(Handles<prometheus::Gauge>& gauges, std::set<int>& seen,
     Get(gauges, {{"uid", std::to_string(uid)}})
         .Set(static_cast<double>(bytes ? counts.second : counts.first));
   }
+}
+
+void Metrics::ObserveLaunch(bool replayed) {
+  (replayed ? launches_replayed_ : launches_launched_)->Increment();
 }
 
 void Metrics::ObserveStage(DispatchStage stage, double seconds) {

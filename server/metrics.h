@@ -139,6 +139,8 @@ class Metrics : public ArbiterObserver {
   // One stage of a successful Matmul (receive and send come from the
   // interceptor; the others from the handler).
   void ObserveStage(DispatchStage stage, double seconds);
+  // How a successful Matmul's work was enqueued: a recording replayed, or launched.
+  void ObserveLaunch(bool replayed);
 
   // Installs the function read at each scrape to refresh the state gauges; it
   // runs on the scraping thread and must be thread-safe. Pass nullptr before
@@ -228,6 +230,8 @@ class Metrics : public ArbiterObserver {
   prometheus::Gauge* store_pending_writes_ = nullptr;
   prometheus::Gauge* serving_ = nullptr;
   prometheus::Histogram* stage_seconds_[std::size(kDispatchStages)] = {};  // by DispatchStage
+  prometheus::Counter* launches_replayed_ = nullptr;  // arbiter_dispatch_launches_total{how}
+  prometheus::Counter* launches_launched_ = nullptr;
   prometheus::Gauge* regions_ = nullptr;
   prometheus::Gauge* region_bytes_ = nullptr;
   prometheus::Gauge* tensors_ = nullptr;

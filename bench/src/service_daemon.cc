@@ -112,7 +112,13 @@ absl::StatusOr<StageTotals> ScrapeStages(int port) {
   StageTotals totals;
   std::istringstream lines(text);
   const std::string family = "arbiter_dispatch_stage_seconds_";
+  const std::string replayed = "arbiter_dispatch_launches_total{how=\"replayed\"} ";
   for (std::string line; std::getline(lines, line);) {
+    if (double n = 0; line.rfind(replayed, 0) == 0 &&
+                      absl::SimpleAtod(line.substr(replayed.size()), &n)) {
+      totals["replayed"] = {n, n};  // a counter: its count is its value
+      continue;
+    }
     if (line.rfind(family, 0) != 0) continue;
     const bool sum = line.compare(family.size(), 4, "sum{") == 0;
     const bool count = line.compare(family.size(), 6, "count{") == 0;

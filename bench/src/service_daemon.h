@@ -50,7 +50,8 @@ absl::StatusOr<int> WaitForPort(const std::string& path, const Daemon& daemon);
 // A loopback TCP port free now (bound, then released for the daemon to bind).
 absl::StatusOr<int> FreePort();
 
-// The daemon's arbiter_dispatch_stage_seconds: stage -> (sum, count).
+// The daemon's arbiter_dispatch_stage_seconds: stage -> (sum, count); and
+// "replayed" -> (n, n), arbiter_dispatch_launches_total{how="replayed"}.
 using StageTotals = std::map<std::string, std::pair<double, double>>;
 
 // Scrapes http://127.0.0.1:port/metrics (the endpoint answers and closes).

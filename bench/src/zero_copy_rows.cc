@@ -118,6 +118,9 @@ struct ZeroCopyRun {
   // The same calls with completion EVENT, each timed until the client's wait on
   // its event (cudaEventSynchronize) returned; -1 where the daemon has no events.
   double event_e2e_s = -1;
+  // Of the timed (blocking) calls, the share whose launch the daemon replayed
+  // (arbiter_dispatch_launches_total); -1 where no launch was recorded.
+  double replayed_share = -1;
 };
 
 // `repeats` Matmuls of `req` with completion EVENT (the blocking client), each
@@ -278,6 +281,9 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl, PollingCl
     const auto [seconds, calls] = StageDelta(before, after, stage);
     run.stages.push_back(calls > 0 ? seconds / calls : -1);
   }
+  if (const double launches = StageDelta(before, after, "launch").second; launches > 0) {
+    run.replayed_share = StageDelta(before, after, "replayed").second / launches;
+  }
   return run;
 }
 
@@ -332,6 +338,7 @@ std::vector<std::string> ZeroCopyRow(const std::string& transport, const Problem
   row.push_back(Sci(run.polling_idle_empty_s));
   row.push_back(run.event_e2e_s < 0 ? "" : Sci(run.event_e2e_s));
   row.push_back(run.event_e2e_s < 0 ? "" : Fixed(run.event_e2e_s / target, 3));
+  row.push_back(run.replayed_share < 0 ? "" : Fixed(run.replayed_share, 2));
   return row;
 }
 
@@ -360,7 +367,7 @@ Table ZeroCopyTable() {
                                  "daemon_device_s", "empty_rpc_p50_s", "target_s", "e2e_vs_target"},
                                 {"client_and_wire_s", "polling_e2e_s", "polling_empty_rpc_p50_s",
                                  "polling_e2e_vs_target", "polling_idle_empty_rpc_s",
-                                 "event_e2e_s", "event_e2e_vs_target"}));
+                                 "event_e2e_s", "event_e2e_vs_target", "replayed_share"}));
 }
 
 absl::Status AddZeroCopyRows(client::ArbiterClient& ctl, const std::string& transport,

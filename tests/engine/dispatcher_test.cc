@@ -345,6 +345,7 @@ TEST_F(DispatcherTest, TheDeviceTimeReportedLeavesOutTheHostsLaunch) {
   EXPECT_DOUBLE_EQ(r->device_seconds, 7e-6);
   EXPECT_EQ(stream->holds(), 1);
   EXPECT_FALSE(stream->held()) << "the hold outlived the dispatch";
+  EXPECT_FALSE(r->stages.replayed);
 }
 
 // A replayed recording (Stream::Replays) carries the timer's events next to the
@@ -360,6 +361,7 @@ TEST_F(DispatcherTest, ADispatchTheStreamReplaysTakesNoHold) {
   absl::StatusOr<DispatchResult> r = Run(Chosen("timed"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(stream->holds(), 0) << "a hold was launched for a replay";
+  EXPECT_TRUE(r->stages.replayed) << "the metrics would count it as launched";
   EXPECT_DOUBLE_EQ(r->device_seconds, 7e-6);
 }
 

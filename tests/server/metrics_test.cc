@@ -330,6 +330,7 @@ TEST(MetricsTest, EveryFamilyIsPrefixedAndTypedByItsSuffix) {
       {"arbiter_build_info", "gauge"},
       {"arbiter_device_info", "gauge"},
       {"arbiter_dispatch_stage_seconds", "histogram"},
+      {"arbiter_dispatch_launches_total", "counter"},
       {"arbiter_regions", "gauge"},
       {"arbiter_region_bytes", "gauge"},
       {"arbiter_resident_tensors", "gauge"},
@@ -339,6 +340,21 @@ TEST(MetricsTest, EveryFamilyIsPrefixedAndTypedByItsSuffix) {
       {"arbiter_store_pending_writes", "gauge"},
   };
   EXPECT_EQ(types, expected);
+}
+
+TEST(MetricsTest, LaunchesCountReplayedAndLaunchedApartFromZero) {
+  auto m = MakeMetrics();
+  const std::string before = m->Scrape();
+  EXPECT_NE(before.find("arbiter_dispatch_launches_total{how=\"replayed\"} 0"), std::string::npos)
+      << before;
+  EXPECT_NE(before.find("arbiter_dispatch_launches_total{how=\"launched\"} 0"), std::string::npos);
+  m->ObserveLaunch(true);
+  m->ObserveLaunch(true);
+  m->ObserveLaunch(false);
+  const std::string after = m->Scrape();
+  EXPECT_NE(after.find("arbiter_dispatch_launches_total{how=\"replayed\"} 2"), std::string::npos)
+      << after;
+  EXPECT_NE(after.find("arbiter_dispatch_launches_total{how=\"launched\"} 1"), std::string::npos);
 }
 
 // promtool's lint of the exposition (the check CI runs on a live scrape).
