@@ -62,12 +62,17 @@ absl::Status LaunchRecordings::Launch(const LaunchKey& key, uint64_t generation,
   }
   absl::StatusOr<void*> recording = recorder_.Record(launch);
   if (!recording.ok()) {
-    ++counts_.refused;
-    refused_.insert(RefusalKey(key));
-    spdlog::info("{} on {}: its launches are not recorded (each launches as it is): {}",
-                 RefusalKey(key), key.problem.ToString(), recording.status().ToString());
     ++counts_.direct;
-    return launch();
+    absl::Status launched = launch();
+    // A launch that fails as it is failed the recording too: the candidate's
+    // error, not the recorder's, and no reason to stop recording it.
+    if (launched.ok()) {
+      ++counts_.refused;
+      refused_.insert(RefusalKey(key));
+      spdlog::info("{} on {}: its launches are not recorded (each launches as it is): {}",
+                   RefusalKey(key), key.problem.ToString(), recording.status().ToString());
+    }
+    return launched;
   }
   if (kept_.size() >= capacity_) {
     recorder_.Destroy(kept_.back().recording);

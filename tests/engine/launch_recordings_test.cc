@@ -144,6 +144,31 @@ TEST(LaunchRecordingsTest, ALaunchErrorIsReturnedAndNothingIsRecorded) {
   EXPECT_EQ(recorder.records, 0);
 }
 
+// A launch that fails fails its recording too (the recorder runs it): that is
+// the candidate's error, and the candidate is recorded once a launch succeeds.
+TEST(LaunchRecordingsTest, AFailingLaunchDoesNotMarkItsCandidateUnrecordable) {
+  CountingRecorder recorder;
+  recorder.refuse = true;  // as a capture of a failing launch ends
+  LaunchRecordings r(recorder);
+  const auto failing = [] { return absl::UnavailableError("device busy"); };
+  EXPECT_EQ(r.Launch(kKey, 0, failing).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(r.Launch(kKey, 0, failing).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(recorder.records, 1);
+  EXPECT_EQ(r.counts().refused, 0);
+  recorder.refuse = false;
+  LaunchKey elsewhere = kKey;
+  elsewhere.c = &other_;
+  int launched = 0;
+  const auto ok = [&] {
+    ++launched;
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(r.Launch(elsewhere, 0, ok).ok());
+  ASSERT_TRUE(r.Launch(elsewhere, 0, ok).ok());
+  EXPECT_EQ(recorder.records, 2) << "the candidate was never recorded again";
+  EXPECT_EQ(launched, 1);
+}
+
 TEST(LaunchRecordingsTest, DestroysEveryRecordingWhenDestroyed) {
   Fixture f;
   {
