@@ -112,6 +112,10 @@ struct ZeroCopyRun {
   // device time: the daemon's threads sat idle as long as during a Matmul, so
   // what they take to wake is in it too.
   double polling_idle_empty_s = 0;
+  // The blocking client's empty RPC p50, one call after each timed Matmul: the
+  // target's denominator, taken under the same conditions as the calls it judges
+  // (measured apart, minutes earlier, it read 73-316 us from run to run).
+  double empty_p50_s = 0;
   // The daemon's stages of the timed (blocking) calls, in kStages' order: the
   // mean of each over the calls that recorded it; -1 where none did.
   std::vector<double> stages;
@@ -212,7 +216,7 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl, PollingCl
   ZeroCopyRun run;
   run.kind = memory->kind_name();
   absl::Status status = absl::OkStatus();
-  std::vector<double> e2e, device, polled;
+  std::vector<double> e2e, device, polled, empties;
   StageTotals before, after;
   for (int i = 0; i <= repeats && status.ok(); ++i) {  // the first is checked, not timed
     if (i == 1) {
@@ -243,6 +247,13 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl, PollingCl
     }
     e2e.push_back(seconds);
     device.push_back(resp.device_seconds());
+    const Clock::time_point empty_start = Clock::now();
+    client::HealthStatus health;
+    if (grpc::Status s = ctl.Health("", &health); !s.ok()) {
+      status = absl::UnavailableError(absl::StrCat("empty RPC: ", s.error_message()));
+      break;
+    }
+    empties.push_back(Since(empty_start));
   }
   // The send stage is recorded once gRPC is done with a call, which may be just
   // after its reply arrived: up to 5 s for the last one's.
@@ -275,6 +286,7 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl, PollingCl
   RETURN_IF_ERROR(status);
   run.e2e_s = Summarize(e2e).median;
   run.device_s = Summarize(device).median;
+  run.empty_p50_s = Summarize(empties).median;
   run.polling_e2e_s = Summarize(polled).median;
   ASSIGN_OR_RETURN(run.polling_idle_empty_s, IdleEmptyP50(polling, run.device_s));
   for (const char* stage : kStages) {
@@ -381,7 +393,7 @@ absl::Status AddZeroCopyRows(client::ArbiterClient& ctl, const std::string& tran
   if (grpc::Status s = ctl.OpenSession(); !s.ok()) {
     return absl::UnavailableError(absl::StrCat("OpenSession: ", s.error_message()));
   }
-  ASSIGN_OR_RETURN(const double empty_p50, EmptyRpcP50(ctl, 200));
+  RETURN_IF_ERROR(EmptyRpcP50(ctl, 200).status());  // the connection and the daemon's threads warm
   PollingClient polling(target, ctl.session()->token());
   ASSIGN_OR_RETURN(const double polling_empty_p50, PollingEmptyP50(polling, 200));
   ASSIGN_OR_RETURN(const std::unique_ptr<client::CompletionEvents> events,
@@ -389,8 +401,8 @@ absl::Status AddZeroCopyRows(client::ArbiterClient& ctl, const std::string& tran
   for (const auto& [p, a, b] : sizes) {
     ASSIGN_OR_RETURN(const ZeroCopyRun run, ZeroCopyMatmul(ctl, polling, events.get(), metrics_port,
                                                            info, p, a, b, repeats));
-    table->Add(ZeroCopyRow(transport, p, run, empty_p50, polling_empty_p50));
-    if (verbose) PrintZeroCopy(transport, p, run, empty_p50, polling_empty_p50);
+    table->Add(ZeroCopyRow(transport, p, run, run.empty_p50_s, polling_empty_p50));
+    if (verbose) PrintZeroCopy(transport, p, run, run.empty_p50_s, polling_empty_p50);
   }
   return absl::OkStatus();
 }
