@@ -30,8 +30,7 @@ bool LaunchRecordings::SeenBefore(const LaunchKey& key) {
       return true;
     }
   }
-  seen_once_.push_front(Owned{std::string(key.candidate), key.version, key.problem, key.a, key.b,
-                              key.c, key.timed});
+  seen_once_.push_front(Owned::Of(key));
   if (seen_once_.size() > 4 * capacity_) seen_once_.pop_back();
   return false;
 }
@@ -78,9 +77,7 @@ absl::Status LaunchRecordings::Launch(const LaunchKey& key, uint64_t generation,
     recorder_.Destroy(kept_.back().recording);
     kept_.pop_back();
   }
-  kept_.push_front(Kept{Owned{std::string(key.candidate), key.version, key.problem, key.a, key.b,
-                              key.c, key.timed},
-                        *recording});
+  kept_.push_front(Kept{Owned::Of(key), *recording});
   ++counts_.recorded;
   return recorder_.Replay(*recording);
 }

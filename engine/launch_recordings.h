@@ -72,15 +72,15 @@ class LaunchRecordings {
  private:
   struct Owned {  // a LaunchKey that owns its candidate's name
     std::string candidate;
-    int64_t version = 0;
-    Problem problem;
-    const void* a = nullptr;
-    const void* b = nullptr;
-    const void* c = nullptr;
-    bool timed = false;
+    LaunchKey key;  // its candidate left empty: a view of a name kept elsewhere could dangle
+    static Owned Of(const LaunchKey& k) {
+      Owned o{std::string(k.candidate), k};
+      o.key.candidate = {};
+      return o;
+    }
     bool Is(const LaunchKey& k) const {
-      return candidate == k.candidate && version == k.version && problem == k.problem &&
-             a == k.a && b == k.b && c == k.c && timed == k.timed;
+      return candidate == k.candidate && key.version == k.version && key.problem == k.problem &&
+             key.a == k.a && key.b == k.b && key.c == k.c && key.timed == k.timed;
     }
   };
   struct Kept {
