@@ -523,7 +523,7 @@ absl::StatusOr<void*> CudaStream::Scratch(size_t bytes) {
   if (scratch_ == nullptr || scratch_->bytes() < bytes) {
     if (recording_) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "scratch: ", bytes, " bytes asked while a launch is recorded (", 
+          "scratch: ", bytes, " bytes asked while a launch is recorded (",
           scratch_ == nullptr ? 0 : scratch_->bytes(), " held); a recording never allocates"));
     }
     RETURN_IF_ERROR(Use());
