@@ -78,9 +78,9 @@ class LaunchRecordings {
       o.key.candidate = {};
       return o;
     }
-    bool Is(const LaunchKey& k) const {
-      return candidate == k.candidate && key.version == k.version && key.problem == k.problem &&
-             key.a == k.a && key.b == k.b && key.c == k.c && key.timed == k.timed;
+    bool Is(const LaunchKey& k) const {  // the addresses first: they differ most, and cheaply
+      return key.c == k.c && key.a == k.a && key.b == k.b && key.problem == k.problem &&
+             key.timed == k.timed && key.version == k.version && candidate == k.candidate;
     }
   };
   struct Kept {
