@@ -1,5 +1,6 @@
 #include "bench/src/table.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -21,6 +22,10 @@ std::string CsvCell(const std::string& cell) {
 }
 
 }  // namespace
+
+size_t Table::Index(const std::string& name) const {
+  return static_cast<size_t>(std::find(columns_.begin(), columns_.end(), name) - columns_.begin());
+}
 
 void Table::Add(std::vector<std::string> row) {
   if (row.size() != columns_.size()) {

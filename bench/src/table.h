@@ -20,6 +20,8 @@ class Table {
   void Add(std::vector<std::string> row);
 
   const std::vector<std::string>& columns() const { return columns_; }
+  // The position of the column `name`; columns().size() when there is none.
+  size_t Index(const std::string& name) const;
   const std::vector<std::vector<std::string>>& rows() const { return rows_; }
 
   // CSV with a header line; cells holding a comma or quote are quoted.
