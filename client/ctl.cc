@@ -30,9 +30,10 @@ commands:
       run C = A*B on random operands and check a sample of C against a local f64 reference;
       --operands device puts A, B and C in one region shared with the daemon (needs a
       unix: --server on the same node: host shared memory for a CPU daemon, memory on
-      its GPU for a CUDA one) and sends no operand bytes; C is poisoned first, and with
-      --completion event the reply comes before the kernel ends and arbiterctl waits on
-      the completion event it names (CUDA daemons only)
+      its GPU for a CUDA one, or with --region-kind memfd host shared memory that a
+      CUDA daemon copies to its GPU and back) and sends no operand bytes; C is
+      poisoned first, and with --completion event the reply comes before the kernel
+      ends and arbiterctl waits on the completion event it names (C on a GPU only)
   select --m M --n N --k K [--dtype D] [--determinism ..] [--tuning ..]
       which candidate would serve the problem, and why
   candidates                               every candidate, its contract and eligibility

@@ -58,9 +58,10 @@ class Ctl {
   bool ParseProblem(v1::Problem* p);
   // --reach (or, where `scope_is_reach`, --scope) fleet|node; false after a usage error.
   bool ParseReach(bool scope_is_reach, v1::Reach* reach);
-  // matmul --operands device: A and B written into a region, C read back from it.
+  // matmul --operands device: A and B written into a region, C read back from it;
+  // `region_kind` names the region's kind ("memfd", "ipc", "vmm").
   int DeviceMatmul(v1::MatmulRequest* request, const Operands& ops, v1::MatmulResponse* response,
-                   std::string* c);
+                   std::string* c, std::string* region_kind);
   // --determinism and --tuning (unspecified when absent); false after a usage error.
   bool ParseSelectOptions(v1::Determinism* determinism, v1::TuningPolicy* tuning);
   // The problem and selection options of a MatmulRequest or SelectRequest, which

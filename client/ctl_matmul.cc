@@ -32,7 +32,8 @@ struct Ctl::MatmulOutcome {
   const CheckResult& check;
   std::string budget_source;  // whose accuracy budget C was checked against
   uint64_t seed;
-  std::string operands;  // inline or device
+  std::string operands;     // inline or device
+  std::string region_kind;  // device: the region's kind ("memfd", "ipc", "vmm")
 };
 
 int Ctl::Matmul() {
@@ -55,9 +56,11 @@ int Ctl::Matmul() {
   }
   const Operands ops = RandomOperands(p, seed);
   v1::MatmulResponse response;
-  std::string c;
+  std::string c, region_kind;
   if (operands == "device") {
-    if (int code = DeviceMatmul(&request, ops, &response, &c); code != kExitOk) return code;
+    if (int code = DeviceMatmul(&request, ops, &response, &c, &region_kind); code != kExitOk) {
+      return code;
+    }
   } else {
     request.set_a(ops.a);
     request.set_b(ops.b);
@@ -68,7 +71,7 @@ int Ctl::Matmul() {
   std::string budget_source;
   const v1::AccuracyBudget budget = ContractBudget(response.candidate(), p.dtype(), &budget_source);
   const CheckResult check = CheckMatmul(p, ops, c, budget, check_options);
-  PrintMatmul({p, response, check, budget_source, seed, operands});
+  PrintMatmul({p, response, check, budget_source, seed, operands, region_kind});
   return check.passed() ? kExitOk : kExitMismatch;
 }
 
@@ -128,6 +131,7 @@ void Ctl::PrintMatmul(const MatmulOutcome& m) {
     AddField(&out, "device_seconds", response.device_seconds());
     AddField(&out, "seed", static_cast<double>(m.seed));
     AddField(&out, "operands", m.operands);
+    if (!m.region_kind.empty()) AddField(&out, "region_kind", m.region_kind);
     AddField(&out, "completion",
              response.completion() == v1::COMPLETION_EVENT ? "event" : "sync");
     google::protobuf::Struct* c = (*out.mutable_fields())["check"].mutable_struct_value();
@@ -152,7 +156,7 @@ void Ctl::PrintMatmul(const MatmulOutcome& m) {
       {"candidate", response.candidate() + "@v" + std::to_string(response.candidate_version())},
       {"source", SourceName(response.source())},
       {"bucket", response.bucket()},
-      {"operands", m.operands == "device" ? "device (zero-copy region)" : "inline"},
+      {"operands", m.operands == "device" ? "region (" + m.region_kind + ")" : "inline"},
       {"completion", response.completion() == v1::COMPLETION_EVENT
                          ? "event (slot " + std::to_string(response.event_slot()) +
                                "; no device time: the daemon did not wait)"
@@ -189,7 +193,7 @@ int Ctl::Select() {
 
 
 int Ctl::DeviceMatmul(v1::MatmulRequest* request, const Operands& ops,
-                      v1::MatmulResponse* response, std::string* c) {
+                      v1::MatmulResponse* response, std::string* c, std::string* region_kind) {
   const v1::Problem& p = request->problem();
   const std::string completion = args_.Get("completion", "sync");
   if (completion != "sync" && completion != "event") {
@@ -207,6 +211,7 @@ int Ctl::DeviceMatmul(v1::MatmulRequest* request, const Operands& ops,
       !s.ok()) {
     return RpcError("matmul: device operands", s);
   }
+  *region_kind = memory->kind_name();
   if (grpc::Status s = memory->Write(a_at, ops.a); !s.ok()) return RpcError("matmul: write A", s);
   if (grpc::Status s = memory->Write(b_at, ops.b); !s.ok()) return RpcError("matmul: write B", s);
   v1::Region region;

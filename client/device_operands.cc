@@ -40,14 +40,9 @@ bool Offers(const v1::ServerInfoResponse& info, v1::RegionKind kind) {
 
 grpc::Status DeviceOperands::Create(const v1::ServerInfoResponse& info, const std::string& kind,
                                     size_t bytes, std::unique_ptr<DeviceOperands>* out) {
-  if ((kind == "auto" || kind == "memfd") && Offers(info, v1::REGION_KIND_HOST_MEMFD)) {
-    std::unique_ptr<SharedMemory> memory;
-    if (grpc::Status s = SharedMemory::Create(bytes, "arbiterctl-operands", &memory); !s.ok()) {
-      return s;
-    }
-    *out = std::make_unique<HostOperands>(std::move(memory));
-    return grpc::Status::OK;
-  }
+  // "auto" takes device memory where the daemon maps it and this build can
+  // make it (no copies at all), else host shared memory (a GPU daemon copies
+  // it over the bus; a CPU daemon's kernels read it in place).
 #ifdef ARBITER_CTL_WITH_CUDA
   if ((kind == "auto" || kind == "ipc") && Offers(info, v1::REGION_KIND_CUDA_IPC)) {
     return CreateCudaOperands(info.uuid(), /*vmm=*/false, bytes, out);
@@ -59,6 +54,14 @@ grpc::Status DeviceOperands::Create(const v1::ServerInfoResponse& info, const st
 #else
   const char* built = "memfd (this arbiterctl is built without CUDA)";
 #endif
+  if ((kind == "auto" || kind == "memfd") && Offers(info, v1::REGION_KIND_HOST_MEMFD)) {
+    std::unique_ptr<SharedMemory> memory;
+    if (grpc::Status s = SharedMemory::Create(bytes, "arbiterctl-operands", &memory); !s.ok()) {
+      return s;
+    }
+    *out = std::make_unique<HostOperands>(std::move(memory));
+    return grpc::Status::OK;
+  }
   std::string offered;
   for (int k : info.region_kinds()) {
     offered += (offered.empty() ? "" : ", ") + v1::RegionKind_Name(static_cast<v1::RegionKind>(k));

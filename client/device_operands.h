@@ -4,7 +4,9 @@
 // ServerInfo.region_kinds): host shared memory (a sealed memfd) for the CPU
 // backend; GPU memory on the daemon's device for CUDA - a cudaMalloc block
 // shared by legacy IPC handle, or a cuMemCreate allocation exported as a POSIX
-// fd (CUDA builds of arbiterctl only).
+// fd (CUDA builds of arbiterctl only) - or, asked for by "memfd" (or by "auto"
+// in a build without CUDA), host shared memory that the daemon copies to its
+// GPU and back.
 //
 // Ordering: Write completes (the copy is synchronized) before it returns, so
 // a Matmul named after it reads the new bytes; the daemon synchronizes its

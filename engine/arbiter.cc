@@ -402,6 +402,7 @@ absl::StatusOr<Operand> Arbiter::Resolve(const Peer& peer, const OperandRef& ref
                                          std::vector<std::shared_ptr<const void>>* hold) {
   void* base = nullptr;
   int64_t size = 0;
+  bool host_side = false;  // a host region on a device backend: copied over the bus
   // Built only for an error: this runs on every zero-copy Matmul.
   auto where = [&] {
     return absl::StrCat(ref.target == OperandRef::Target::kRegion ? "region" : "tensor", " \"",
@@ -411,6 +412,7 @@ absl::StatusOr<Operand> Arbiter::Resolve(const Peer& peer, const OperandRef& ref
     ASSIGN_OR_RETURN(std::shared_ptr<const Region> region, regions_->Find(peer, ref.id));
     base = region->memory->data();
     size = region->info.bytes;
+    host_side = region->memory->host_side();
     hold->push_back(std::move(region));
   } else {
     if (written) {
@@ -435,9 +437,11 @@ absl::StatusOr<Operand> Arbiter::Resolve(const Peer& peer, const OperandRef& ref
   const uintptr_t address = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(ref.offset);
   if (address % kOperandAlignment != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, ": ", where(), ", offset ", ref.offset, ": the device address must be a multiple of ",
+        name, ": ", where(), ", offset ", ref.offset, ": ", host_side ? "the" : "the device",
+        " address must be a multiple of ",
         kOperandAlignment, " bytes; it is ", address % kOperandAlignment, " past one"));
   }
+  if (host_side) return Operand{.host_side = reinterpret_cast<const void*>(address), .bytes = bytes};
   return Operand{.device = reinterpret_cast<void*>(address), .bytes = bytes};
 }
 
@@ -464,11 +468,20 @@ absl::StatusOr<DispatchResult> Arbiter::Dispatch(const Problem& p, const SelectO
   if (operands.c_ref) {
     ASSIGN_OR_RETURN(const Operand c,
                      Resolve(peer, *operands.c_ref, "c", p, p.c_bytes(), true, &io.hold));
+    if (c.host_side != nullptr && operands.complete_by_event) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "completion EVENT: c: \"", operands.c_ref->id, "\" is host memory, which the daemon "
+          "copies C back into before it replies; EVENT needs C in a region of device memory"));
+    }
     io.c_device = c.device;
-    // A kernel reading what it writes gives garbage: C shares no byte with A or B.
-    const auto begin = [](const Operand& o) { return reinterpret_cast<uintptr_t>(o.device); };
+    io.c_host = const_cast<void*>(c.host_side);
+    // A kernel reading what it writes gives garbage: C shares no byte with A or B
+    // (one rule for device and host regions).
+    const auto begin = [](const Operand& o) {
+      return reinterpret_cast<uintptr_t>(o.device != nullptr ? o.device : o.host_side);
+    };
     for (const auto& [name, o] : {std::pair<const char*, const Operand*>{"a", &io.a}, {"b", &io.b}}) {
-      if (o->device == nullptr) continue;
+      if (begin(*o) == 0) continue;
       if (begin(c) < begin(*o) + o->bytes && begin(*o) < begin(c) + c.bytes) {
         return absl::InvalidArgumentError(absl::StrCat(
             "c: ", p.c_bytes(), " bytes at offset ", operands.c_ref->offset, " of \"",

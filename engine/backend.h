@@ -47,6 +47,11 @@ class Buffer {
   virtual ~Buffer() = default;
   virtual void* data() = 0;
   virtual size_t bytes() const = 0;
+  // Host memory that this backend's kernels do not address (a client's host
+  // region on a GPU backend): a dispatch copies it to the device and C back
+  // over the bus, page-locked, with no staging. False for device memory, and
+  // for the CPU backend's, whose device is the host.
+  virtual bool host_side() const { return false; }
 };
 
 // A window of device memory someone else owns (a region or resident tensor at
@@ -120,6 +125,13 @@ class Stream {
   // once it returns. The default copies each piece with CopyToDevice; a backend
   // whose every copy has a fixed cost (a GPU's) packs small pieces together.
   virtual absl::Status GatherToDevice(Buffer& dst, absl::Span<const HostPiece> pieces);
+  // Copies `bytes` of host-side memory (Buffer::host_side: page-locked) at
+  // `src` to the start of `dst` in stream order, with no staging: `src` must
+  // stay as it is until the stream's work so far is done. The default copies
+  // at once (CopyToDevice).
+  virtual absl::Status CopyFromHostSide(Buffer& dst, const void* src, size_t bytes) {
+    return CopyToDevice(dst, src, bytes);
+  }
   virtual absl::Status CopyToHost(void* dst, const Buffer& src, size_t bytes) = 0;
   // Fills the first `count` elements of `buf` with NaN.
   virtual absl::Status Poison(Buffer& buf, DType dtype, size_t count) = 0;

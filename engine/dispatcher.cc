@@ -88,7 +88,11 @@ absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection
         return absl::OkStatus();
       }
       ASSIGN_OR_RETURN(*owned, backend_.Allocate(bytes));
-      RETURN_IF_ERROR(stream->GatherToDevice(**owned, o.host));
+      if (o.host_side != nullptr) {
+        RETURN_IF_ERROR(stream->CopyFromHostSide(**owned, o.host_side, bytes));
+      } else {
+        RETURN_IF_ERROR(stream->GatherToDevice(**owned, o.host));
+      }
       *at = (*owned)->data();
       return absl::OkStatus();
     };
@@ -186,6 +190,10 @@ absl::StatusOr<DispatchResult> Dispatcher::Run(const Problem& p, const Selection
     }
     return r;
   }();
+  // A dispatch that failed part way may have left copies or a kernel in flight
+  // on memory the caller frees or unmaps once it returns (its buffers, a region
+  // released later): they finish first.
+  if (!result.ok()) stream->Synchronize().IgnoreError();
   if (observer_) {
     observer_->OnDispatch(p, sel, result.ok() ? result->device_seconds : 0, result.status());
   }

@@ -71,14 +71,19 @@ struct DispatchResult {
 struct Operand {
   absl::Span<const HostPiece> host = {};
   void* device = nullptr;
-  size_t bytes = 0;  // the bytes given (host) or available from `device`
+  // In a client's host region on a device backend (Buffer::host_side): copied
+  // to the device from there (Stream::CopyFromHostSide).
+  const void* host_side = nullptr;
+  size_t bytes = 0;  // the bytes given (host) or available from `device` or `host_side`
 };
 
 // Where a dispatch reads A and B and puts C.
 struct DispatchIo {
   Operand a, b;
   void* c_device = nullptr;  // C written here on the device (a region) ...
-  void* c_host = nullptr;    // ... or copied here, p.c_bytes() of it; neither: DispatchResult::c
+  // ... or copied here, p.c_bytes() of it (inline C, or a host region's on a
+  // device backend); neither: DispatchResult::c
+  void* c_host = nullptr;
   // An event of another process the stream waits on before reading A and B
   // (Stream::WaitSharedEvent); empty: none.
   std::string wait_event;

@@ -9,7 +9,7 @@
 #include "backends/cpu/cpu_probe.h"
 #include "backends/cpu/cpu_stream.h"
 #include "backends/cpu/host_buffer.h"
-#include "backends/cpu/host_region.h"
+#include "engine/host_region.h"
 #include "absl/strings/str_cat.h"
 
 namespace arbiter {
@@ -67,8 +67,8 @@ absl::StatusOr<std::unique_ptr<Buffer>> CpuBackend::MapRegion(const RegionSource
                                                  "(REGION_KIND_HOST_MEMFD), not ",
                                                  RegionKindName(source.kind)));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<cpu::HostRegion> region,
-                   cpu::HostRegion::Map(source.fd, static_cast<size_t>(source.bytes)));
+  ASSIGN_OR_RETURN(std::unique_ptr<HostRegion> region,
+                   HostRegion::Map(source.fd, static_cast<size_t>(source.bytes)));
   return std::unique_ptr<Buffer>(std::move(region));
 }
 

@@ -44,7 +44,7 @@ class CpuBackend final : public Backend {
   std::string ArchitectureGap(const std::string& claim) const override;
   absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t bytes) override;
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
-  // Host shared memory only: a sealed memfd (cpu/host_region.h).
+  // Host shared memory only: a sealed memfd (engine/host_region.h).
   std::vector<RegionKind> RegionKinds() const override { return {RegionKind::kHostMemfd}; }
   absl::StatusOr<std::unique_ptr<Buffer>> MapRegion(const RegionSource& source) override;
 

@@ -206,11 +206,11 @@ absl::StatusOr<std::unique_ptr<Buffer>> CudaBackend::MapRegion(const RegionSourc
     case RegionKind::kCudaIpc:
       return MapIpcHandle(impl_->options.device, source.ipc_handle, bytes);
     case RegionKind::kHostMemfd:
-      break;
+      return MapHostMemfd(impl_->options.device, source.fd, bytes);
   }
   return absl::UnimplementedError(absl::StrCat(
-      "the cuda backend maps GPU memory (REGION_KIND_CUDA_VMM_FD, REGION_KIND_CUDA_IPC), not ",
-      RegionKindName(source.kind)));
+      "the cuda backend maps REGION_KIND_CUDA_VMM_FD, REGION_KIND_CUDA_IPC and "
+      "REGION_KIND_HOST_MEMFD, not ", RegionKindName(source.kind)));
 }
 
 absl::StatusOr<std::unique_ptr<SharedEvents>> CudaBackend::CreateSharedEvents(size_t count) {

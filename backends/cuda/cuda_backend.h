@@ -70,9 +70,11 @@ class CudaBackend final : public arbiter::Backend {
   absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t bytes) override;
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
   absl::Status Health() const override;
-  // Client GPU memory: CUDA VMM fds and legacy IPC handles (cuda_regions.h).
+  // Client GPU memory (CUDA VMM fds, legacy IPC handles) and client host memory
+  // (sealed memfds, page-locked here, copied over the bus): cuda_regions.h.
   std::vector<RegionKind> RegionKinds() const override {
-    return {RegionKind::kCudaVmmFd, RegionKind::kCudaIpc};
+    // Device memory first: a client taking the first kind it can make gets zero copies.
+    return {RegionKind::kCudaVmmFd, RegionKind::kCudaIpc, RegionKind::kHostMemfd};
   }
   absl::StatusOr<std::unique_ptr<Buffer>> MapRegion(const RegionSource& source) override;
   // Interprocess events for completion by event (cuda_shared_events.h).

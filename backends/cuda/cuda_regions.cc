@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_check.h"
+#include "engine/host_region.h"
 
 namespace arbiter::cuda {
 namespace {
@@ -98,6 +99,26 @@ class VmmRegion final : public Buffer {
   const CUdeviceptr base_;
   const size_t mapped_;
   const size_t bytes_;
+};
+
+// A client's memfd mapped here and page-locked, so copies between it and the
+// device run at the bus's rate with no staging; the kernels never address it.
+class PinnedHostRegion final : public Buffer {
+ public:
+  PinnedHostRegion(int device, std::unique_ptr<HostRegion> mapped)
+      : device_(device), mapped_(std::move(mapped)) {}
+  ~PinnedHostRegion() override {
+    cudaSetDevice(device_);
+    cudaHostUnregister(mapped_->data());  // before the mapping goes
+    cudaGetLastError();
+  }
+  void* data() override { return mapped_->data(); }
+  size_t bytes() const override { return mapped_->bytes(); }
+  bool host_side() const override { return true; }
+
+ private:
+  const int device_;
+  const std::unique_ptr<HostRegion> mapped_;
 };
 
 // Handles opened in this process, by their bytes: CUDA opens each once.
@@ -232,6 +253,21 @@ absl::StatusOr<std::unique_ptr<Buffer>> MapIpcHandle(int device, const std::stri
         " (expected at most that)"));
   }
   return region;
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> MapHostMemfd(int device, int fd, size_t bytes) {
+  ASSIGN_OR_RETURN(std::unique_ptr<HostRegion> mapped, HostRegion::Map(fd, bytes));
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  if (const cudaError_t err = cudaHostRegister(mapped->data(), bytes, cudaHostRegisterPortable);
+      err != cudaSuccess) {
+    cudaGetLastError();  // not sticky: the context stays usable
+    const std::string message =
+        absl::StrCat("fd: cudaHostRegister of ", bytes, " bytes failed: ", cudaGetErrorName(err),
+                     " (", cudaGetErrorString(err), ")");
+    if (err == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(message);
+    return absl::FailedPreconditionError(message);
+  }
+  return std::unique_ptr<Buffer>(new PinnedHostRegion(device, std::move(mapped)));
 }
 
 }  // namespace arbiter::cuda

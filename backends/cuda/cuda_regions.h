@@ -11,6 +11,11 @@
 // Either way the memory must be on this daemon's device and hold the
 // registered bytes; both are checked before the region exists.
 //
+// Host memory too (RegionKind::kHostMemfd): the client's sealed memfd, mapped
+// shared (engine/host_region.h) and page-locked (cudaHostRegister). It is
+// host_side(): a dispatch copies A and B from it to the device and C back by
+// DMA - no socket, no staging - for clients whose operands live on the host.
+//
 // The driver API calls go through cudaGetDriverEntryPointByVersion, so arbiterd
 // does not link libcuda (it starts on machines without a driver, CPU backend).
 //
@@ -30,5 +35,6 @@ namespace arbiter::cuda {
 absl::StatusOr<std::unique_ptr<Buffer>> MapVmmFd(int device, int fd, size_t bytes);
 absl::StatusOr<std::unique_ptr<Buffer>> MapIpcHandle(int device, const std::string& handle,
                                                      size_t bytes);
+absl::StatusOr<std::unique_ptr<Buffer>> MapHostMemfd(int device, int fd, size_t bytes);
 
 }  // namespace arbiter::cuda

@@ -148,6 +148,13 @@ absl::Status CudaStream::GatherToDevice(Buffer& dst, absl::Span<const HostPiece>
   return StageToDevice(gather, static_cast<char*>(dst.data()));
 }
 
+absl::Status CudaStream::CopyFromHostSide(Buffer& dst, const void* src, size_t bytes) {
+  RETURN_IF_ERROR(CheckFits("CopyFromHostSide", bytes, dst));
+  RETURN_IF_ERROR(Use());
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.data(), src, bytes, cudaMemcpyHostToDevice, res_.stream));
+  return absl::OkStatus();
+}
+
 absl::Status CudaStream::StageToDevice(const HostGather& gather, char* to) {
   RETURN_IF_ERROR(Use());
   // Double-buffered: the host packs one pinned half while the other is in flight.

@@ -41,6 +41,8 @@ class CudaStream final : public Stream {
   absl::Status CopyToDevice(Buffer& dst, const void* src, size_t bytes) override;
   // Packs the pieces into the pinned halves: one copy per half, however small the pieces.
   absl::Status GatherToDevice(Buffer& dst, absl::Span<const HostPiece> pieces) override;
+  // Straight from the page-locked source on the stream, no staging, no wait.
+  absl::Status CopyFromHostSide(Buffer& dst, const void* src, size_t bytes) override;
   absl::Status CopyToHost(void* dst, const Buffer& src, size_t bytes) override;
   absl::Status Poison(Buffer& buf, DType dtype, size_t count) override;
   absl::Status FlushCache() override;

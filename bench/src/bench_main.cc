@@ -93,7 +93,8 @@ ABSL_FLAG(std::string, daemon_flags, "",
           "service: more flags for each arbiterd it starts, comma list (e.g. --launch_graphs=0)");
 ABSL_FLAG(std::string, zero_copy, "auto",
           "service: the zero-copy Matmul rows (operands in a region of the daemon's device memory, "
-          "on the unix socket): auto (on the cuda backend), on, off");
+          "on the unix socket) and the host-region rows (in host shared memory the daemon copies "
+          "to its device): auto (on the cuda backend), on, off");
 ABSL_FLAG(std::string, tuning_shapes, "",
           "tuning: MxNxK:dtype list (default squares 256..8192 bf16 and 4096x28672x4096:f16 on "
           "cuda, 64..512 f32 on cpu)");
@@ -456,8 +457,9 @@ int main(int argc, char** argv) {
     so.zero_copy = zero_copy == "on" || (zero_copy == "auto" && gpu);
     if (!so.zero_copy) {
       skipped.push_back(zero_copy == "off"
-                            ? "service zero-copy rows: --zero_copy=off"
-                            : "service zero-copy rows: the cpu backend has no device memory; its "
+                            ? "service zero-copy and host-region rows: --zero_copy=off"
+                            : "service zero-copy and host-region rows: the cpu backend has no "
+                              "device memory; its "
                               "regions are host shared memory and the target (kernel + 2x the empty "
                               "RPC) is a GPU's (--zero_copy=on runs them anyway)");
     }

@@ -124,10 +124,11 @@ absl::Status WireRows(client::ArbiterClient& ctl, int metrics_port, const std::s
 // The bytes-path row of one size: `o.matmul_repeats` timed Matmuls of `p` on
 // `a` and `b` (after one that measures the bucket), the last reply checked,
 // against the same work in-process, with the daemon's mean stages over them.
-absl::Status MatmulRow(BenchDevice& dev, client::ArbiterClient& ctl, int metrics_port,
-                       const std::string& transport, const ServiceOptions& o, const Problem& p,
-                       const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
-                       Table* table) {
+// Returns the in-process time.
+absl::StatusOr<double> MatmulRow(BenchDevice& dev, client::ArbiterClient& ctl, int metrics_port,
+                                 const std::string& transport, const ServiceOptions& o,
+                                 const Problem& p, const std::vector<uint8_t>& a,
+                                 const std::vector<uint8_t>& b, Table* table) {
   const v1::MatmulRequest req = BytesRequest(p, a, b);
   v1::MatmulResponse resp;
   // C into the caller's memory, as the in-process comparison has it (MatmulInto).
@@ -171,7 +172,7 @@ absl::Status MatmulRow(BenchDevice& dev, client::ArbiterClient& ctl, int metrics
   row.push_back(Sci(std::max(0.0, e - daemon)));
   table->Add(row);
   if (o.verbose) std::cerr << "service " << transport << " matmul " << p << ": " << Fixed(e / local, 2) << "x\n";
-  return absl::OkStatus();
+  return local;
 }
 
 // Matmul end to end, bytes path, against the same work in-process: a row per
@@ -188,8 +189,9 @@ absl::StatusOr<std::vector<ZeroCopyOperands>> MatmulRows(BenchDevice& dev,
     std::vector<uint8_t> a(p.a_bytes()), b(p.b_bytes());
     FillRandom(p.dtype, a.data(), p.m * p.k, 1);
     FillRandom(p.dtype, b.data(), p.k * p.n, 2);
-    RETURN_IF_ERROR(MatmulRow(dev, ctl, metrics_port, transport, o, p, a, b, table));
-    if (o.zero_copy && transport == "unix") sizes.push_back({p, std::move(a), std::move(b)});
+    ASSIGN_OR_RETURN(const double local,
+                     MatmulRow(dev, ctl, metrics_port, transport, o, p, a, b, table));
+    if (o.zero_copy && transport == "unix") sizes.push_back({p, std::move(a), std::move(b), local});
   }
   return sizes;
 }
@@ -259,7 +261,7 @@ absl::Status WarmSelect(client::ArbiterClient& ctl, const Problem& problem) {
 
 // Every row of one transport, on a daemon of its own: Select against the empty
 // RPC, Matmul on the bytes path, the wire alone, then (on the Unix socket, if
-// asked) zero-copy.
+// asked) zero-copy and host shared memory.
 absl::Status RunTransport(BenchDevice& dev, const ServiceOptions& o, const Transport& t,
                           ServiceTables* out) {
   ASSIGN_OR_RETURN(const Served served, StartDaemon(o, t));
@@ -281,8 +283,10 @@ absl::Status RunTransport(BenchDevice& dev, const ServiceOptions& o, const Trans
                    MatmulRows(dev, ctl, served.metrics_port, t.name, o, &out->matmul));
   RETURN_IF_ERROR(WireRows(ctl, served.metrics_port, t.name, o, &out->wire));
   if (!o.zero_copy || t.name != "unix") return absl::OkStatus();
-  return AddZeroCopyRows(ctl, t.name, served.target, served.metrics_port, sizes,
-                         o.matmul_repeats, o.verbose, &out->zero_copy);
+  RETURN_IF_ERROR(AddZeroCopyRows(ctl, t.name, served.target, served.metrics_port, sizes,
+                                  o.matmul_repeats, o.verbose, &out->zero_copy));
+  return AddHostRegionRows(ctl, t.name, served.metrics_port, sizes, o.matmul_repeats, o.verbose,
+                           &out->matmul);
 }
 
 }  // namespace

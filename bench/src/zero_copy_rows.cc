@@ -183,6 +183,19 @@ absl::StatusOr<double> IdleEmptyP50(PollingClient& polling, double device_s) {
   return Quantile(idle_empty, 0.5);
 }
 
+// The daemon's stage totals once the send stage has recorded `calls` more
+// calls than in `before`: gRPC records a call's send once it is done with it,
+// which may be just after its reply arrived (polled up to 5 s).
+absl::StatusOr<StageTotals> StagesAfter(int metrics_port, const StageTotals& before, int calls) {
+  StageTotals after;
+  for (int poll = 0; poll < 500; ++poll) {
+    ASSIGN_OR_RETURN(after, ScrapeStages(metrics_port));
+    if (StageDelta(before, after, "send").second >= calls) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a bench's poll, not a test's
+  }
+  return after;
+}
+
 // Matmul on A, B and C in one region of the daemon's device memory (the
 // client's session must be open): operands written once, C checked against the
 // reference on the first call, then `repeats` timed calls.
@@ -255,17 +268,10 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl, PollingCl
     }
     empties.push_back(Since(empty_start));
   }
-  // The send stage is recorded once gRPC is done with a call, which may be just
-  // after its reply arrived: up to 5 s for the last one's.
-  for (int poll = 0; poll < 500 && status.ok(); ++poll) {
-    absl::StatusOr<StageTotals> scraped = ScrapeStages(metrics_port);
-    if (!scraped.ok()) {
-      status = scraped.status();
-      break;
-    }
-    after = *std::move(scraped);
-    if (StageDelta(before, after, "send").second >= repeats) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a bench's poll, not a test's
+  if (status.ok()) {
+    absl::StatusOr<StageTotals> scraped = StagesAfter(metrics_port, before, repeats);
+    if (scraped.ok()) after = *std::move(scraped);
+    status = scraped.status();
   }
   if (events != nullptr && status.ok()) {
     absl::StatusOr<double> by_event = EventMatmuls(ctl, *events, *memory, req, c_at, ops, repeats);
@@ -368,7 +374,135 @@ void PrintZeroCopy(const std::string& transport, const Problem& p, const ZeroCop
             << ")\n";
 }
 
+// One "host region" row: `repeats` timed Matmuls of `req` (refs into `memory`),
+// the client's copies of A and B in and of C out inside each timed call when
+// `copies` is set. The daemon's stages are means over the timed calls.
+absl::StatusOr<std::vector<std::string>> HostRegionRow(
+    client::ArbiterClient& ctl, const std::string& transport, int metrics_port,
+    const ZeroCopyOperands& size, client::DeviceOperands& memory, const v1::MatmulRequest& req,
+    const client::Operands& ops, size_t a_at, size_t b_at, size_t c_at, bool copies, int repeats) {
+  const Problem& p = size.p;
+  std::vector<double> e2e, device;
+  std::string c;
+  ASSIGN_OR_RETURN(const StageTotals before, ScrapeStages(metrics_port));
+  std::string candidate;
+  for (int i = 0; i < repeats; ++i) {
+    v1::MatmulResponse resp;
+    const Clock::time_point t0 = Clock::now();
+    if (copies && (!memory.Write(a_at, ops.a).ok() || !memory.Write(b_at, ops.b).ok())) {
+      return absl::InternalError("writing A and B into the host region");
+    }
+    if (grpc::Status s = ctl.Matmul(req, &resp); !s.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("host-region Matmul ", p.ToString(), ": ", s.error_message()));
+    }
+    if (copies && !memory.Read(c_at, p.c_bytes(), &c).ok()) {
+      return absl::InternalError("reading C from the host region");
+    }
+    e2e.push_back(Since(t0));
+    device.push_back(resp.device_seconds());
+    candidate = resp.candidate();
+  }
+  ASSIGN_OR_RETURN(const StageTotals after, StagesAfter(metrics_port, before, repeats));
+  const double e = Summarize(e2e).median;
+  std::vector<std::string> row = {transport,
+                                  copies ? "host region + client copies" : "host region",
+                                  DTypeName(p.dtype),
+                                  absl::StrCat(p.n),
+                                  candidate,
+                                  Sci(e),
+                                  Sci(size.inprocess_s),
+                                  Fixed(e / size.inprocess_s, 3),
+                                  Sci(Summarize(device).median)};
+  double daemon = 0;
+  for (const char* stage : kStages) {
+    const auto [seconds, calls] = StageDelta(before, after, stage);
+    if (calls <= 0) {
+      row.push_back("");
+      continue;
+    }
+    daemon += seconds / calls;
+    row.push_back(Sci(seconds / calls));
+  }
+  row.push_back(Sci(std::max(0.0, e - daemon)));
+  return row;
+}
+
 }  // namespace
+
+absl::Status AddHostRegionRows(client::ArbiterClient& ctl, const std::string& transport,
+                               int metrics_port, const std::vector<ZeroCopyOperands>& sizes,
+                               int repeats, bool verbose, Table* matmul) {
+  v1::ServerInfoResponse info;
+  if (grpc::Status s = ctl.ServerInfo(&info); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("ServerInfo: ", s.error_message()));
+  }
+  if (grpc::Status s = ctl.OpenSession(); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("OpenSession: ", s.error_message()));
+  }
+  for (const ZeroCopyOperands& size : sizes) {
+    const Problem& p = size.p;
+    v1::MatmulRequest req;
+    *req.mutable_problem() = WireProblem(p);
+    const client::Operands ops{std::string(size.a.begin(), size.a.end()),
+                               std::string(size.b.begin(), size.b.end())};
+    const size_t a_at = 0, b_at = client::AlignUp(size.a.size());
+    const size_t c_at = b_at + client::AlignUp(size.b.size());
+    std::unique_ptr<client::DeviceOperands> memory;
+    if (grpc::Status s = client::DeviceOperands::Create(info, "memfd", c_at + p.c_bytes(), &memory);
+        !s.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("host-region operands: ", s.error_message()));
+    }
+    v1::Region region;
+    if (grpc::Status s = memory->Register(ctl, "arbiter-bench host", &region); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat("register host region: ", s.error_message()));
+    }
+    for (auto [ref, at] : {std::pair{req.mutable_a_ref(), a_at}, {req.mutable_b_ref(), b_at},
+                           {req.mutable_c_ref(), c_at}}) {
+      ref->set_region(region.id());
+      ref->set_offset(static_cast<int64_t>(at));
+    }
+    // Checked first, on C poisoned before it; not timed.
+    absl::Status status = absl::OkStatus();
+    if (!memory->Write(a_at, ops.a).ok() || !memory->Write(b_at, ops.b).ok() ||
+        !memory->Write(c_at, std::string(p.c_bytes(), '\xff')).ok()) {
+      status = absl::InternalError("writing the host region");
+    }
+    v1::MatmulResponse resp;
+    if (status.ok()) {
+      if (grpc::Status s = ctl.Matmul(req, &resp); !s.ok()) {
+        status = absl::UnavailableError(
+            absl::StrCat("host-region Matmul ", p.ToString(), ": ", s.error_message()));
+      }
+    }
+    std::string c;
+    if (status.ok() && !memory->Read(c_at, p.c_bytes(), &c).ok()) {
+      status = absl::InternalError("reading C from the host region");
+    }
+    if (status.ok()) {
+      status = CheckReply(ctl, req.problem(), ops, c, resp.candidate(),
+                          absl::StrCat("host-region Matmul ", p.ToString()));
+    }
+    for (bool copies : {false, true}) {
+      if (!status.ok()) break;
+      absl::StatusOr<std::vector<std::string>> row =
+          HostRegionRow(ctl, transport, metrics_port, size, *memory, req, ops, a_at, b_at, c_at,
+                        copies, repeats);
+      if (!row.ok()) {
+        status = row.status();
+        break;
+      }
+      if (verbose) {
+        std::cerr << "service " << transport << " host-region matmul " << p
+                  << (copies ? " (+ client copies)" : "") << ": " << (*row)[7] << "x in-process\n";
+      }
+      matmul->Add(*std::move(row));
+    }
+    ctl.UnregisterRegion(region.id());  // the session's end would release it too
+    RETURN_IF_ERROR(status);
+  }
+  return absl::OkStatus();
+}
 
 // The same stages as the bytes-path rows for the blocking client's timed calls,
 // then what a client that polls for its reply instead of sleeping sees: its end
@@ -398,11 +532,12 @@ absl::Status AddZeroCopyRows(client::ArbiterClient& ctl, const std::string& tran
   ASSIGN_OR_RETURN(const double polling_empty_p50, PollingEmptyP50(polling, 200));
   ASSIGN_OR_RETURN(const std::unique_ptr<client::CompletionEvents> events,
                    OpenEvents(ctl, info, verbose));
-  for (const auto& [p, a, b] : sizes) {
-    ASSIGN_OR_RETURN(const ZeroCopyRun run, ZeroCopyMatmul(ctl, polling, events.get(), metrics_port,
-                                                           info, p, a, b, repeats));
-    table->Add(ZeroCopyRow(transport, p, run, run.empty_p50_s, polling_empty_p50));
-    if (verbose) PrintZeroCopy(transport, p, run, run.empty_p50_s, polling_empty_p50);
+  for (const ZeroCopyOperands& size : sizes) {
+    ASSIGN_OR_RETURN(const ZeroCopyRun run,
+                     ZeroCopyMatmul(ctl, polling, events.get(), metrics_port, info, size.p, size.a,
+                                    size.b, repeats));
+    table->Add(ZeroCopyRow(transport, size.p, run, run.empty_p50_s, polling_empty_p50));
+    if (verbose) PrintZeroCopy(transport, size.p, run, run.empty_p50_s, polling_empty_p50);
   }
   return absl::OkStatus();
 }

@@ -19,10 +19,12 @@
 
 namespace arbiter::bench {
 
-// One size's problem and operands (the bytes-path rows' own, so both see the same).
+// One size's problem and operands (the bytes-path rows' own, so both see the
+// same), and the same work in-process (copy in, kernel, copy out) there.
 struct ZeroCopyOperands {
   Problem p;
   std::vector<uint8_t> a, b;
+  double inprocess_s = 0;
 };
 
 // The table AddZeroCopyRows fills.
@@ -35,5 +37,16 @@ absl::Status AddZeroCopyRows(client::ArbiterClient& ctl, const std::string& tran
                              const std::string& target, int metrics_port,
                              const std::vector<ZeroCopyOperands>& sizes, int repeats,
                              bool verbose, Table* table);
+
+// Rows of the Matmul table (its columns: the bytes path's) for host shared
+// memory on `ctl`'s daemon (a sealed memfd region, which a GPU daemon copies
+// over the bus): per size, `repeats` timed calls with A and B already in the
+// region and C read there ("host region"), then the same calls with the
+// client's copies of A and B into the region and of C out of it counted in
+// ("host region + client copies"), each against the size's in-process time.
+// Opens `ctl`'s session; checks C against the reference first.
+absl::Status AddHostRegionRows(client::ArbiterClient& ctl, const std::string& transport,
+                               int metrics_port, const std::vector<ZeroCopyOperands>& sizes,
+                               int repeats, bool verbose, Table* matmul);
 
 }  // namespace arbiter::bench

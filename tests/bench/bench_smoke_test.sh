@@ -53,7 +53,11 @@ done
 grep -q "fnv1a64" "$out/method.csv" || fail "method.csv: shape list hash missing"
 # Both transports, both RPCs, both concurrencies; Matmul at both sizes on both transports.
 (( $(tail -n +2 "$out/service_rpc.csv" | wc -l) == 8 )) || fail "service_rpc.csv: want 8 rows"
-(( $(tail -n +2 "$out/service_matmul.csv" | wc -l) == 4 )) || fail "service_matmul.csv: want 4 rows"
+# Then host shared memory on the unix socket at both sizes, without and with the client's copies.
+(( $(tail -n +2 "$out/service_matmul.csv" | wc -l) == 8 )) || fail "service_matmul.csv: want 8 rows"
+grep -q "^unix,host region,f32,64," "$out/service_matmul.csv" || fail "service_matmul.csv: no host region row"
+grep -q "^unix,host region + client copies,f32,32," "$out/service_matmul.csv" \
+  || fail "service_matmul.csv: no host region + client copies row"
 (( $(tail -n +2 "$out/service_wire.csv" | wc -l) == 2 )) || fail "service_wire.csv: want 2 rows (1 MiB on tcp and unix)"
 # The daemon's stage breakdown beside each row: its kernel stage is never blank.
 head -1 "$out/service_matmul.csv" | grep -q "receive_s,prepare_s,lease_s,h2d_s,launch_s,kernel_s,d2h_s,send_s" \
@@ -67,8 +71,13 @@ grep -q "^unix,zero-copy memfd," "$out/service_zero_copy.csv" || fail "service_z
   || fail "service stage columns: a row lacks a stage it must have (or has a copy it must not)"
 import csv, sys
 for r in csv.DictReader(open(sys.argv[1])):
-    for stage in ("prepare_s", "lease_s", "h2d_s", "launch_s", "kernel_s", "d2h_s"):
+    # A host region on the CPU backend is its device memory: no copies there.
+    copied = ("h2d_s", "d2h_s") if r["path"] == "bytes" else ()
+    for stage in ("prepare_s", "lease_s", "launch_s", "kernel_s") + copied:
         assert r[stage] != "", (stage, r)
+    assert float(r["e2e_vs_inprocess"]) > 0, r
+    if r["path"] != "bytes":
+        assert r["h2d_s"] == "" and r["d2h_s"] == "", r
 for r in csv.DictReader(open(sys.argv[2])):
     for stage in ("prepare_s", "lease_s", "launch_s", "kernel_s", "send_s", "client_and_wire_s",
                   "polling_e2e_s", "polling_empty_rpc_p50_s", "polling_idle_empty_rpc_s"):

@@ -177,19 +177,23 @@ class FakeStream final : public Stream {
 };
 
 // A mapped region's stand-in: host memory aligned as a device allocation is
-// (every ref must be 256-byte aligned), zero-filled.
+// (every ref must be 256-byte aligned), zero-filled. `host_side`: it stands
+// for a client's host memory on a GPU, which dispatch copies over the bus.
 class FakeRegion final : public Buffer {
  public:
-  explicit FakeRegion(size_t bytes)
-      : bytes_(bytes), data_(std::aligned_alloc(256, (bytes + 255) / 256 * 256)) {
+  explicit FakeRegion(size_t bytes, bool host_side = false)
+      : bytes_(bytes), host_side_(host_side),
+        data_(std::aligned_alloc(256, (bytes + 255) / 256 * 256)) {
     std::memset(data_, 0, bytes);
   }
   ~FakeRegion() override { std::free(data_); }
   void* data() override { return data_; }
   size_t bytes() const override { return bytes_; }
+  bool host_side() const override { return host_side_; }
 
  private:
   size_t bytes_;
+  bool host_side_;
   void* data_;
 };
 
@@ -264,11 +268,15 @@ class FakeBackend final : public Backend {
   }
   absl::StatusOr<std::unique_ptr<Buffer>> MapRegion(const RegionSource& source) override {
     if (events_ == nullptr) return Backend::MapRegion(source);
-    return std::make_unique<FakeRegion>(static_cast<size_t>(source.bytes));
+    return std::make_unique<FakeRegion>(static_cast<size_t>(source.bytes), host_side_regions_);
   }
+  // From now on the regions it maps stand for host memory on a GPU
+  // (Buffer::host_side), as the CUDA backend's host-memfd regions do.
+  void MapRegionsHostSide() { host_side_regions_ = true; }
 
  private:
   std::shared_ptr<EventLog> events_;
+  bool host_side_regions_ = false;
   DeviceInfo info_;
   mutable std::mutex health_mu_;
   absl::Status health_;

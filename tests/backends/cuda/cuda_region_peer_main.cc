@@ -1,6 +1,7 @@
 // A client process for the GPU region tests: GPU memory on the daemon's
 // device, shared by `kind` (vmm: cuMemCreate + a POSIX fd over the session;
-// ipc: cudaMalloc + cudaIpcGetMemHandle).
+// ipc: cudaMalloc + cudaIpcGetMemHandle), or host memory (memfd: a sealed
+// memfd the daemon page-locks; not for `event`, which needs C on the GPU).
 //
 //   cuda_region_peer SERVER hold KIND BYTES
 //       registers BYTES, prints the region id, and waits on stdin (the test

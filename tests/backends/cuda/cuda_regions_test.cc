@@ -3,7 +3,8 @@
 // daemon's GPU, share it by either export path - CUDA VMM (cuMemCreate, a POSIX
 // fd passed over the fd socket) and legacy IPC (cudaIpcGetMemHandle) - and run
 // Matmuls whose C is written in place, checked against the reference on
-// poisoned output. Skips (saying so) without a GPU or without the binaries
+// poisoned output. Host memory too: a sealed memfd the daemon page-locks,
+// copying A and B from it and C back into it. Skips (saying so) without a GPU or without the binaries
 // beside this one (build dir bin/, or the GPU bundle).
 #include <fcntl.h>
 #include <signal.h>
@@ -167,18 +168,26 @@ class CudaRegionsTest : public ::testing::Test {
   std::unique_ptr<client::ArbiterClient> admin_;
 };
 
-TEST_F(CudaRegionsTest, BothExportPathsRunMatmulsInPlaceFromTwoProcessesAtOnce) {
+TEST_F(CudaRegionsTest, EveryRegionKindRunsMatmulsFromThreeProcessesAtOnce) {
   v1::ServerInfoResponse info;
   ASSERT_TRUE(admin_->ServerInfo(&info).ok());
-  ASSERT_EQ(info.region_kinds_size(), 2) << "VMM and legacy IPC";
-  // Two client processes at once, one per export path; ragged shapes; every element checked.
+  ASSERT_EQ(info.region_kinds_size(), 3) << "VMM, legacy IPC and host memfd";
+  EXPECT_NE(info.region_kinds(0), v1::REGION_KIND_HOST_MEMFD)
+      << "device memory is offered first: a client taking the first kind pays no copies";
+  // Three client processes at once, one per kind; ragged shapes; every element checked.
   auto vmm = Ctl({"matmul", "--m", "777", "--n", "333", "--k", "2049", "--dtype", "f16",
                   "--samples", "0", "--operands", "device", "--region-kind", "vmm"}, "vmm.log");
   auto ipc = Ctl({"matmul", "--m", "129", "--n", "1000", "--k", "515", "--dtype", "bf16",
                   "--samples", "0", "--operands", "device", "--region-kind", "ipc"}, "ipc.log");
+  auto memfd = Ctl({"matmul", "--m", "513", "--n", "1001", "--k", "777", "--dtype", "f16",
+                    "--samples", "0", "--operands", "device", "--region-kind", "memfd"},
+                   "memfd.log");
   EXPECT_EQ(vmm->Wait(), 0) << vmm->Log() << daemon_->Log();
   EXPECT_EQ(ipc->Wait(), 0) << ipc->Log() << daemon_->Log();
-  std::printf("REGIONS vmm:\n%s\nREGIONS ipc:\n%s\n", vmm->Log().c_str(), ipc->Log().c_str());
+  EXPECT_EQ(memfd->Wait(), 0) << memfd->Log() << daemon_->Log();
+  EXPECT_NE(memfd->Log().find("region (memfd)"), std::string::npos) << memfd->Log();
+  std::printf("REGIONS vmm:\n%s\nREGIONS ipc:\n%s\nREGIONS memfd:\n%s\n", vmm->Log().c_str(),
+              ipc->Log().c_str(), memfd->Log().c_str());
   v1::ListRegionsResponse all;
   ASSERT_TRUE(admin_->ListAllRegions(&all).ok());
   EXPECT_EQ(all.regions_size(), 0) << "arbiterctl unregisters what it registered";
@@ -197,8 +206,8 @@ TEST_F(CudaRegionsTest, VocabularyProjectionsRunEndToEnd) {
   EXPECT_EQ(inline_bytes->Wait(), 0) << inline_bytes->Log() << daemon_->Log();
 }
 
-TEST_F(CudaRegionsTest, BadOffsetsAreRefusedBeforeLaunchOnBothPaths) {
-  for (const char* kind : {"vmm", "ipc"}) {
+TEST_F(CudaRegionsTest, BadOffsetsAreRefusedBeforeLaunchForEveryKind) {
+  for (const char* kind : {"vmm", "ipc", "memfd"}) {
     auto peer = Peer({"oob", kind}, std::string("oob-") + kind + ".log");
     EXPECT_EQ(peer->Wait(), 0) << kind << ":\n" << peer->Log() << daemon_->Log();
   }
@@ -215,10 +224,16 @@ TEST_F(CudaRegionsTest, CompletionEventsSignalCAndASlotIsNotReusedBeforeItsAck) 
                  "ctl-event.log");
   EXPECT_EQ(ctl->Wait(), 0) << ctl->Log() << daemon_->Log();
   EXPECT_NE(ctl->Log().find("event (slot"), std::string::npos) << ctl->Log();
+  // C in host memory is copied back before the reply: no event to give, refused saying so.
+  auto host = Ctl({"matmul", "--m", "64", "--n", "64", "--k", "64", "--dtype", "f16",
+                   "--operands", "device", "--region-kind", "memfd", "--completion", "event"},
+                  "ctl-event-memfd.log");
+  EXPECT_NE(host->Wait(), 0) << host->Log();
+  EXPECT_NE(host->Log().find("host memory"), std::string::npos) << host->Log();
 }
 
 TEST_F(CudaRegionsTest, AKilledClientsRegionsAreReleasedAndTheDaemonKeepsServing) {
-  for (const char* kind : {"vmm", "ipc"}) {
+  for (const char* kind : {"vmm", "ipc", "memfd"}) {
     auto holder = Peer({"hold", kind, std::to_string(64 << 20)}, std::string("hold-") + kind + ".log");
     const std::string id = holder->FirstLine(120);
     ASSERT_FALSE(id.empty() || id.rfind("FAIL", 0) == 0) << holder->Log() << daemon_->Log();

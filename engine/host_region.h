@@ -1,6 +1,7 @@
-// Client host memory the CPU backend maps for zero-copy operands
-// (RegionKind::kHostMemfd): a memfd the client passed over the fd socket,
-// mapped shared, read and written in place.
+// Client host memory mapped for a region (RegionKind::kHostMemfd): a memfd the
+// client passed over the fd socket, mapped shared. The CPU backend's kernels
+// read and write it in place; the CUDA backend page-locks it and copies it over
+// the bus (backends/cuda/cuda_regions.h), with no socket in between.
 //
 // The memfd must be sealed against shrinking (F_SEAL_SHRINK): otherwise the
 // client could truncate it under a running kernel and the daemon would take a
@@ -14,7 +15,7 @@
 
 #include "engine/backend.h"
 
-namespace arbiter::cpu {
+namespace arbiter {
 
 class HostRegion final : public Buffer {
  public:
@@ -35,4 +36,4 @@ class HostRegion final : public Buffer {
   size_t bytes_;
 };
 
-}  // namespace arbiter::cpu
+}  // namespace arbiter

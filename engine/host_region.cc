@@ -1,4 +1,4 @@
-#include "backends/cpu/host_region.h"
+#include "engine/host_region.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace arbiter::cpu {
+namespace arbiter {
 
 absl::StatusOr<std::unique_ptr<HostRegion>> HostRegion::Map(int fd, size_t bytes) {
   struct stat st {};
@@ -39,4 +39,4 @@ absl::StatusOr<std::unique_ptr<HostRegion>> HostRegion::Map(int fd, size_t bytes
 
 HostRegion::~HostRegion() { munmap(data_, bytes_); }
 
-}  // namespace arbiter::cpu
+}  // namespace arbiter
