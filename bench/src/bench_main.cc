@@ -564,7 +564,11 @@ int main(int argc, char** argv) {
             "round's, vs_empty the median (lowest, highest) of the rounds' select/empty ratios, "
             "p50 and p99 over every call, and the daemon's CPU time per call from /proc:\n\n"
          << service->rpc.Markdown() << "\nMatmul end to end against the same work in-process "
-         << "(copy in, the kernel the daemon served, copy out):\n\n"
+         << "(copy in, the kernel the daemon served, copy out). Paths: bytes = the operands in the "
+         << "request and C in the reply; host region = A, B and C in host shared memory (a sealed "
+         << "memfd region, on the unix socket) that the daemon copies to its device and back, the "
+         << "client's operands already there; + client copies = the client also copies A and B "
+         << "into it and C out of it inside each timed call (one thread's memcpy):\n\n"
          << service->matmul.Markdown({"transport", "path", "dtype", "n", "candidate", "e2e_s",
                                       "inprocess_s", "e2e_vs_inprocess", "daemon_device_s"})
          << "\nWhere those Matmuls' time went: the daemon's stages (means over the timed calls, "
@@ -574,8 +578,10 @@ int main(int argc, char** argv) {
          << "gathered from the received bytes to the device, launch = the kernel enqueued (host), "
          << "kernel = from enqueued to its end seen by the host, d2h = C copied back, send = reply "
          << "sent) and the rest of the end to end (the client's serialize and parse, bytes in "
-         << "flight, wake-ups):\n\n"
-         << service->matmul.Markdown({"transport", "dtype", "n", "e2e_s", "receive_s", "prepare_s",
+         << "flight, wake-ups; its copies on the host-region path). A host region's A and B are "
+         << "copied in stream order, so their transfer is in the kernel stage, not h2d:\n\n"
+         << service->matmul.Markdown({"transport", "path", "dtype", "n", "e2e_s", "receive_s",
+                                      "prepare_s",
                                       "lease_s", "h2d_s", "launch_s", "kernel_s", "d2h_s", "send_s",
                                       "client_and_wire_s"})
          << "\n";
