@@ -130,7 +130,8 @@ def target(client, method):
                             "a daemon on their GPU (arbiterd --backend cuda); for this one, pass CPU tensors (.cpu())"
                             % (client.address, info.backend or "unknown",
                                ", ".join(info.region_kinds) or "no regions"), method)
-        client._session = Session(path, method)
+        if client._session is None:  # a host buffer may have opened it: its regions live in it
+            client._session = Session(path, method)
         client._cuda_target = Target(info.backend, info.uuid) if info is not None else Target()
         return client._cuda_target
 
@@ -502,8 +503,11 @@ def restart_session(client, stale):
             return
         cache, client._regions = client._regions, None
         client._session, client._cuda_target = None, None
+        buffers, client._host_buffers = client._host_buffers, []
     if cache is not None:
         cache.abandon()
+    for buffer in buffers:  # their regions went with the session: their arrays travel as bytes now
+        buffer.abandon()
     stale.close()
 
 

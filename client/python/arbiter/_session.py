@@ -8,10 +8,12 @@ Same node, over a unix: address only. The fd socket is the Unix listener's path 
 the session owned. (The C++ client's client/session.h speaks the same protocol;
 README.md, "Operands on the device", describes it.)
 
-Thread-safe: immutable once open; close() is idempotent.
+Thread-safe: immutable once open but for pass_fd, which takes a lock; close() is idempotent.
 """
 
+import re
 import socket
+import threading
 
 import grpc
 
@@ -54,6 +56,26 @@ class Session:
             raise error_for(grpc.StatusCode.INTERNAL if line else grpc.StatusCode.UNAVAILABLE,
                             "fd socket %s: expected \"SESSION <token>\", got %r" % (path, line), method)
         self.token = line[len("SESSION "):]
+        self._lock = threading.Lock()
+
+    def pass_fd(self, fd, method):
+        """Passes descriptor fd to the daemon (message "FD", SCM_RIGHTS); returns the number it answers,
+        which RegisterRegionRequest.fd names. ArbiterError (for method) if it cannot."""
+        with self._lock:
+            try:
+                socket.send_fds(self._socket, [b"FD"], [fd])
+                line = self._socket.recv(_MESSAGE_BYTES).decode("utf-8", "replace")
+            except OSError as e:
+                raise error_for(grpc.StatusCode.UNAVAILABLE,
+                                "fd socket %s: cannot pass a descriptor: %s" % (self.path, e.strerror or e),
+                                method) from None
+        if line.startswith("ERROR "):
+            raise error_for(grpc.StatusCode.FAILED_PRECONDITION, "fd socket: " + line[len("ERROR "):], method)
+        number = re.fullmatch(r"FD ([1-9][0-9]*)", line)
+        if number is None:
+            raise error_for(grpc.StatusCode.INTERNAL if line else grpc.StatusCode.UNAVAILABLE,
+                            "fd socket %s: expected \"FD <n>\", got %r" % (self.path, line), method)
+        return int(number.group(1))
 
     def close(self):
         """Ends the session: the daemon releases what it owned."""

@@ -9,8 +9,9 @@ import os
 import threading
 
 import grpc
+import numpy as np
 
-from arbiter import _cuda, _session, dtypes, operands, results
+from arbiter import _cuda, _host, _session, dtypes, operands, results
 from arbiter.errors import error_for, from_rpc_error, invalid_argument
 from arbiter.health_pb2 import HealthCheckRequest, HealthCheckResponse
 from arbiter.progress import TuneDisplay
@@ -40,6 +41,12 @@ def _choice(table, value, what, method):
         return table[value]
     names = ", ".join(repr(k) for k in table if k is not None)
     raise invalid_argument(method, "%s=%r: expected None or one of %s" % (what, value, names))
+
+
+def _describe(x):
+    if isinstance(x, np.ndarray):
+        return "a %s array of shape %s%s" % (x.dtype, x.shape, "" if x.flags.c_contiguous else ", not C-contiguous")
+    return "%s.%s" % (type(x).__module__, type(x).__qualname__)
 
 
 def _read_token(path):
@@ -78,6 +85,7 @@ class Client:
         self._cuda_target = None
         self._regions = None
         self._cuda_ops = None
+        self._host_buffers = []  # arbiter._host.HostBuffer, open ones
         self._closed = False
 
     def __repr__(self):
@@ -94,6 +102,8 @@ class Client:
         if self._closed:
             return
         try:
+            for buffer in list(self._host_buffers):
+                buffer.close()
             _cuda.release_all(self)  # before the channel closes: it unregisters through it
         finally:
             self._closed = True
@@ -114,22 +124,32 @@ class Client:
 
     # Dispatch -------------------------------------------------------------------------------------------------
 
-    def matmul(self, a, b, *, dtype=None, determinism=None, tuning=None):
+    def matmul(self, a, b, *, dtype=None, determinism=None, tuning=None, out=None):
         """C = A @ B on the daemon's device, by the candidate it selects for the shape.
 
         a, b: 2-D numpy arrays (float32, float64, float16, ml_dtypes.bfloat16, or uint16
         bf16 bits with dtype="bf16") or PyTorch tensors (float32/64/16, bfloat16), one
-        dtype for both, C-contiguous. CPU tensors and arrays travel as bytes; CUDA tensors
-        stay on the GPU (arbiter/_cuda.py: a Unix-socket client, a daemon on their GPU,
-        operands 256-byte aligned). determinism: None, "nondeterministic", "run_to_run"
-        or "batch_invariant" (the least the candidate must guarantee). tuning: None (the
-        daemon's default), "sync", "async" or "off" (what a never-seen shape does).
-        Returns a MatmulResult whose .c has A's type, dtype (and device).
+        dtype for both, C-contiguous. CPU tensors and arrays travel as bytes - except
+        arrays in a host buffer (host_buffer), which the daemon reads where they are;
+        CUDA tensors stay on the GPU (arbiter/_cuda.py: a Unix-socket client, a daemon on
+        their GPU, operands 256-byte aligned). out: None, or an m x n array of A's dtype in
+        a host buffer that C is written into in place (then nothing crosses the socket).
+        determinism: None, "nondeterministic", "run_to_run" or "batch_invariant" (the least
+        the candidate must guarantee). tuning: None (the daemon's default), "sync",
+        "async" or "off" (what a never-seen shape does).
+        Returns a MatmulResult whose .c has A's type, dtype (and device); it is out when given.
         """
         required = _choice(_DETERMINISM, determinism, "determinism", "Matmul")
         policy = _choice(_TUNING, tuning, "tuning", "Matmul")
         if _cuda.on_cuda(a, b):
+            if out is not None:
+                raise invalid_argument("Matmul", "out= is for arrays in a host buffer; CUDA tensors get C as a "
+                                       "new CUDA tensor")
             return _cuda.matmul(self, a, b, dtype, required, policy)
+        if out is not None or (self._host_buffers and isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+            placed = self._host_matmul(a, b, dtype, required, policy, out)
+            if placed is not None:
+                return placed
         ops = operands.prepare(a, b, dtype, "Matmul")
         request = pb.MatmulRequest(
             problem=pb.Problem(dtype=dtypes.PROTO[ops.dtype], m=ops.m, n=ops.n, k=ops.k), a=ops.a_bytes,
@@ -140,6 +160,55 @@ class Client:
             raise error_for(grpc.StatusCode.INTERNAL, "the daemon sent C with %d bytes, expected %d (%dx%d %s)"
                             % (len(r.c), expected, ops.m, ops.n, ops.dtype), "Matmul")
         return results.MatmulResult(ops.make_c(r.c), r.candidate, r.candidate_version, results.source_name(r.source),
+                                    r.device_seconds, r.bucket)
+
+    def host_buffer(self, nbytes, *, label="arbiter host buffer"):
+        """nbytes of host memory shared with the daemon: a HostBuffer whose .array(shape, dtype) arrays
+        matmul sends by reference - no operand bytes through the socket (a CPU daemon reads them in
+        place; a CUDA daemon copies them to its GPU by DMA from page-locked memory).
+
+        Same node only: a unix: address (FailedPrecondition over TCP). Registered as a region of this
+        client's session (counted against the daemon's per-process region quotas) until its close(),
+        the client's close() or the process's exit. Usable as a context manager.
+        """
+        buffer = _host.HostBuffer(self, nbytes, label)
+        with self._session_lock:
+            self._host_buffers.append(buffer)
+        return buffer
+
+    def _host_matmul(self, a, b, dtype, determinism, tuning, out):
+        """matmul on A and B in host buffers (C in out, or inline); None when they are not both in one."""
+        method = "Matmul"
+        name, m, n, k = operands.check_arrays(a, b, dtype, method)
+        c_ref = None
+        if out is not None:
+            c_ref = _host.locate(self, out)
+            if (c_ref is None or not isinstance(out, np.ndarray) or out.shape != (m, n)
+                    or out.dtype != a.dtype):
+                raise invalid_argument(method, "out: expected a C-contiguous %dx%d array of %s in a host buffer "
+                                       "(client.host_buffer(...).array(...)), got %s"
+                                       % (m, n, a.dtype, _describe(out)))
+        a_ref, b_ref = _host.locate(self, a), _host.locate(self, b)
+        if a_ref is None or b_ref is None:
+            if out is not None:
+                raise invalid_argument(method, "out= is in a host buffer but %s not: A and B must be arrays of "
+                                       "host buffers too" % ("A is" if a_ref is None else "B is"))
+            return None
+        ref = lambda placed: pb.OperandRef(region=placed[0], offset=placed[1])
+        request = pb.MatmulRequest(problem=pb.Problem(dtype=dtypes.PROTO[name], m=m, n=n, k=k), a_ref=ref(a_ref),
+                                   b_ref=ref(b_ref), required_determinism=determinism, tuning=tuning)
+        if c_ref is not None:
+            request.c_ref.CopyFrom(ref(c_ref))
+        r = self._call(method, self._dispatch.Matmul, request)
+        if c_ref is not None:
+            c = out
+        else:
+            expected = m * n * dtypes.ITEMSIZE[name]
+            if len(r.c) != expected:
+                raise error_for(grpc.StatusCode.INTERNAL, "the daemon sent C with %d bytes, expected %d (%dx%d %s)"
+                                % (len(r.c), expected, m, n, name), method)
+            c = np.frombuffer(r.c, dtype=a.dtype).reshape(m, n).copy()
+        return results.MatmulResult(c, r.candidate, r.candidate_version, results.source_name(r.source),
                                     r.device_seconds, r.bucket)
 
     def select(self, m, n, k, dtype, *, determinism=None, tuning=None):

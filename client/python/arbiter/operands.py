@@ -93,7 +93,11 @@ def _check_layout(x, which, method, contiguous, little_endian=True):
                                "astype(%s)" % (which, x.dtype, x.dtype.newbyteorder("<").str))
 
 
-def _prepare_arrays(a, b, dtype, method):
+def check_arrays(a, b, dtype, method):
+    """(dtype name, m, n, k) of numpy arrays A and B, or InvalidArgument saying what was expected."""
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+        raise invalid_argument(method, "expected A and B both numpy.ndarray, got %s and %s"
+                               % (_type_name(a), _type_name(b)))
     requested = requested_dtype(dtype, method)
     m, n, k = check_shapes(a.shape, b.shape, method)
     a_name = _array_dtype(a, requested, "A", method)
@@ -103,6 +107,11 @@ def _prepare_arrays(a, b, dtype, method):
     for x, which in ((a, "A"), (b, "B")):
         _check_layout(x, which, method, x.flags.c_contiguous,
                       x.dtype.byteorder != ">" and not (x.dtype.byteorder == "=" and sys.byteorder == "big"))
+    return a_name, m, n, k
+
+
+def _prepare_arrays(a, b, dtype, method):
+    a_name, m, n, k = check_arrays(a, b, dtype, method)
 
     def make_c(data):  # C like A: same dtype (bf16 bits stay uint16 bits)
         return np.frombuffer(data, dtype=a.dtype).reshape(m, n).copy()
