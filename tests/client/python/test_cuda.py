@@ -152,6 +152,38 @@ def test_cuda_tensors_match_torch_within_budget_with_no_copies(client, dtype, m,
         "bytes e2e %s us" % us(by_bytes))
 
 
+HOST_SIZES = [1024, 2048, 4096]
+
+
+@pytest.mark.parametrize("n", HOST_SIZES, ids=["bf16-%d^3" % n for n in HOST_SIZES])
+def test_numpy_operands_in_a_host_buffer_cross_no_socket(client, n):
+    """numpy bf16 bits in a host buffer, copied by the CUDA daemon by DMA: C right on poisoned output;
+    end to end against the bytes path and against torch in-process with pageable host tensors (the
+    issue's comparison), reported."""
+    import numpy as np
+    a, b = operands(n, n, n, torch.bfloat16, seed=n)
+    bits = lambda t: t.cpu().view(torch.int16).numpy().view(np.uint16)  # noqa: E731
+    with client.host_buffer(3 * n * n * 2 + 1024, label="test_cuda host buffer") as buffer:
+        ha, hb, hc = (buffer.array((n, n), "bf16") for _ in range(3))
+        if ha.dtype != np.uint16:
+            pytest.skip("ml_dtypes is installed: this case writes bf16 as uint16 bits")
+        ha[:], hb[:], hc[:] = bits(a), bits(b), 0xFFFF  # C poisoned: NaN in bf16
+        r = client.matmul(ha, hb, out=hc, dtype="bf16")
+        assert r.c is hc
+        c = torch.from_numpy(hc.view(np.int16).copy()).view(torch.bfloat16).cuda()
+        ours, theirs = check_c(client, c, r.candidate, a, b)
+        host = [wall(lambda: client.matmul(ha, hb, out=hc, dtype="bf16"))[1] for _ in range(TIMED_CALLS)]
+    a_bits, b_bits = bits(a), bits(b)
+    by_bytes = [wall(lambda: client.matmul(a_bits, b_bits, dtype="bf16"))[1] for _ in range(3)]
+    a_cpu, b_cpu = a.cpu(), b.cpu()  # pageable, as a process holding host tensors has them
+    in_process = [wall(lambda: (a_cpu.cuda() @ b_cpu.cuda()).cpu())[1] for _ in range(TIMED_CALLS)]
+    ms = lambda xs: statistics.median(xs) * 1e3  # noqa: E731
+    row("host-buffer", "bf16", "%d^3" % n, "%s@v%d" % (r.candidate, r.version),
+        "err/tol %.2f (torch %.2f)" % (ours, theirs), "host-buffer e2e %.3f ms" % ms(host),
+        "bytes e2e %.3f ms" % ms(by_bytes), "torch in-process %.3f ms" % ms(in_process),
+        "host-buffer / in-process %.2f" % (ms(host) / ms(in_process)))
+
+
 def test_a_segment_is_registered_once_and_reused(client):
     a, b = operands(256, 256, 256, torch.float32, seed=2)
     client.matmul(a, b)
