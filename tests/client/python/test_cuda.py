@@ -162,19 +162,20 @@ def test_numpy_operands_in_a_host_buffer_cross_no_socket(client, n):
     issue's comparison), reported."""
     import numpy as np
     a, b = operands(n, n, n, torch.bfloat16, seed=n)
-    bits = lambda t: t.cpu().view(torch.int16).numpy().view(np.uint16)  # noqa: E731
     with client.host_buffer(3 * n * n * 2 + 1024, label="test_cuda host buffer") as buffer:
         ha, hb, hc = (buffer.array((n, n), "bf16") for _ in range(3))
-        if ha.dtype != np.uint16:
-            pytest.skip("ml_dtypes is installed: this case writes bf16 as uint16 bits")
-        ha[:], hb[:], hc[:] = bits(a), bits(b), 0xFFFF  # C poisoned: NaN in bf16
+        # bf16 arrays: ml_dtypes' bfloat16 where it is installed, else uint16 bits (dtype="bf16").
+        kind = ha.dtype
+        as_numpy = lambda t: t.cpu().view(torch.int16).numpy().view(kind)  # noqa: E731
+        ha[:], hb[:] = as_numpy(a), as_numpy(b)
+        hc.view(np.uint16)[:] = 0xFFFF  # C poisoned: NaN in bf16
         r = client.matmul(ha, hb, out=hc, dtype="bf16")
         assert r.c is hc
         c = torch.from_numpy(hc.view(np.int16).copy()).view(torch.bfloat16).cuda()
         ours, theirs = check_c(client, c, r.candidate, a, b)
         host = [wall(lambda: client.matmul(ha, hb, out=hc, dtype="bf16"))[1] for _ in range(TIMED_CALLS)]
-    a_bits, b_bits = bits(a), bits(b)
-    by_bytes = [wall(lambda: client.matmul(a_bits, b_bits, dtype="bf16"))[1] for _ in range(3)]
+    a_np, b_np = as_numpy(a), as_numpy(b)
+    by_bytes = [wall(lambda: client.matmul(a_np, b_np, dtype="bf16"))[1] for _ in range(3)]
     a_cpu, b_cpu = a.cpu(), b.cpu()  # pageable, as a process holding host tensors has them
     in_process = [wall(lambda: (a_cpu.cuda() @ b_cpu.cuda()).cpu())[1] for _ in range(TIMED_CALLS)]
     ms = lambda xs: statistics.median(xs) * 1e3  # noqa: E731
