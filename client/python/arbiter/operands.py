@@ -17,14 +17,26 @@ from arbiter.errors import invalid_argument
 
 
 class Operands:
-    """A checked A and B: the problem, their bytes, and how to build C like them."""
+    """A checked A and B: the problem, their memory, and how to build C like them."""
 
-    def __init__(self, dtype, m, n, k, a_bytes, b_bytes, make_c):
+    def __init__(self, dtype, m, n, k, a_view, b_view, make_c):
         self.dtype = dtype
         self.m, self.n, self.k = m, n, k
-        self.a_bytes = a_bytes
-        self.b_bytes = b_bytes
-        self.make_c = make_c  # bytes of C (m*n elements) -> array or tensor like A
+        self.a_view = a_view  # A's bytes in place: a 1-D uint8 numpy view of the caller's memory, no copy
+        self.b_view = b_view
+        self.make_c = make_c  # C's bytes (m*n elements; bytes or a buffer) -> a new array or tensor like A
+
+    @property
+    def a_bytes(self):
+        return self.a_view.tobytes()
+
+    @property
+    def b_bytes(self):
+        return self.b_view.tobytes()
+
+    @property
+    def c_nbytes(self):
+        return self.m * self.n * dtypes.ITEMSIZE[self.dtype]
 
 
 def torch_module():
@@ -116,7 +128,12 @@ def _prepare_arrays(a, b, dtype, method):
     def make_c(data):  # C like A: same dtype (bf16 bits stay uint16 bits)
         return np.frombuffer(data, dtype=a.dtype).reshape(m, n).copy()
 
-    return Operands(a_name, m, n, k, a.tobytes(), b.tobytes(), make_c)
+    return Operands(a_name, m, n, k, _bytes_view(a), _bytes_view(b), make_c)
+
+
+def _bytes_view(x):
+    """A C-contiguous numpy array's bytes as a flat uint8 view (no copy)."""
+    return x.reshape(-1).view(np.uint8)
 
 
 _TORCH_NAMES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
@@ -141,11 +158,11 @@ def _prepare_tensors(a, b, dtype, method):
     for x, which in ((a, "A"), (b, "B")):
         _check_layout(x, which, method, x.is_contiguous())
 
-    def to_bytes(x):
+    def to_view(x):
         x = x.detach()
         if x.dtype == torch.bfloat16:  # numpy has no bfloat16: its bits travel as int16
             x = x.view(torch.int16)
-        return x.numpy().tobytes()
+        return _bytes_view(x.numpy())
 
     def make_c(data):
         if name == "bf16":
@@ -153,7 +170,7 @@ def _prepare_tensors(a, b, dtype, method):
             return bits.view(torch.bfloat16).reshape(m, n)
         return torch.from_numpy(np.frombuffer(data, dtype=dtypes.NUMPY[name]).copy()).reshape(m, n)
 
-    return Operands(name, m, n, k, to_bytes(a), to_bytes(b), make_c)
+    return Operands(name, m, n, k, to_view(a), to_view(b), make_c)
 
 
 def requested_dtype(dtype, method):

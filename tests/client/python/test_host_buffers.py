@@ -122,3 +122,79 @@ def test_host_buffers_need_the_unix_socket(guarded_daemon):
     with arbiter.Client(guarded_daemon.address, token_file=guarded_daemon.token_file) as client:
         with pytest.raises(arbiter.FailedPrecondition, match=r"session on the daemon's Unix socket"):
             client.host_buffer(4096)
+
+
+# Staging (Client(host_staging=True), the default): ordinary arrays of a megabyte or more, on the
+# unix socket, go through a host buffer the client keeps instead of through the socket.
+
+BIG = (256, 300, 520)  # A, B and C together past Client.STAGING_MIN_BYTES in f32
+
+
+def staging_regions(client):
+    return [r for r in client.regions() if r.label == "arbiter client staging"]
+
+
+def test_large_arrays_are_staged_through_one_reused_host_buffer(client):
+    m, n, k = BIG
+    a, b = operands(np.float32, m, n, k, seed=5)
+    assert (a.nbytes + b.nbytes + m * n * 4) >= client.STAGING_MIN_BYTES
+    r = client.matmul(a, b, tuning="off")
+    assert_close(r.c, a, b, 2.0**-24)
+    staged = staging_regions(client)
+    assert len(staged) == 1 and staged[0].kind == "host_memfd"
+    a2, b2 = operands(np.float32, m, n, k, seed=6)
+    r2 = client.matmul(a2, b2, tuning="off")
+    assert_close(r2.c, a2, b2, 2.0**-24)
+    assert not np.shares_memory(r.c, r2.c), "each C is the caller's own array"
+    assert_close(r.c, a, b, 2.0**-24)  # the first C is not overwritten by the second call
+    assert [x.id for x in staging_regions(client)] == [staged[0].id], "the same buffer, reused"
+    # A larger call grows it: a new region, the old one released.
+    a3, b3 = operands(np.float32, 2 * m, n, k, seed=7)
+    assert_close(client.matmul(a3, b3, tuning="off").c, a3, b3, 2.0**-24)
+    grown = staging_regions(client)
+    assert len(grown) == 1 and grown[0].id != staged[0].id and grown[0].bytes > staged[0].bytes
+
+
+def test_small_arrays_and_host_staging_off_travel_as_bytes(daemon, client):
+    a, b = operands(np.float32)  # well under a megabyte
+    assert_close(client.matmul(a, b, tuning="off").c, a, b, 2.0**-24)
+    assert client.regions() == []
+    with arbiter.Client(daemon.address, host_staging=False) as plain:
+        m, n, k = BIG
+        a, b = operands(np.float32, m, n, k, seed=8)
+        assert_close(plain.matmul(a, b, tuning="off").c, a, b, 2.0**-24)
+        assert plain.regions() == []
+
+
+def test_concurrent_large_calls_are_all_right(client):
+    import threading
+    m, n, k = BIG
+    results, errors = {}, []
+
+    def call(seed):
+        try:
+            a, b = operands(np.float32, m, n, k, seed=seed)
+            for _ in range(3):
+                c = client.matmul(a, b, tuning="off").c
+                assert_close(c, a, b, 2.0**-24)
+            results[seed] = True
+        except Exception as e:  # reported below, with the thread's seed
+            errors.append((seed, e))
+
+    threads = [threading.Thread(target=call, args=(s,)) for s in range(20, 24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(results) == 4
+
+
+def test_bf16_bits_are_staged_right(client):
+    m, n, k = 2 * BIG[0], BIG[1], BIG[2]  # half the bytes of f32: twice the rows
+    a32, b32 = operands(np.float32, m, n, k, seed=9)
+    a, b = arbiter.to_bf16(a32), arbiter.to_bf16(b32)
+    r = client.matmul(a, b, dtype="bf16", tuning="off")
+    assert r.c.dtype == np.uint16 and r.c.shape == (m, n)
+    assert staging_regions(client), "a megabyte of bf16 bits went through the staging buffer"
+    assert_close(arbiter.from_bf16(r.c), arbiter.from_bf16(a), arbiter.from_bf16(b), 2.0**-8)
