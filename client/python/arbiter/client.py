@@ -218,8 +218,8 @@ class Client:
                     self._staging_on = False  # this daemon takes no host memory of ours: bytes from now on
                     return None
             memory = buffer._bytes
-            memory[a_at:a_at + ops.a_view.nbytes] = ops.a_view
-            memory[b_at:b_at + ops.b_view.nbytes] = ops.b_view
+            _host.copy_bytes(memory[a_at:a_at + ops.a_view.nbytes], ops.a_view)
+            _host.copy_bytes(memory[b_at:b_at + ops.b_view.nbytes], ops.b_view)
             ref = lambda at: pb.OperandRef(region=buffer.region, offset=at)  # noqa: E731
             request = pb.MatmulRequest(problem=pb.Problem(dtype=dtypes.PROTO[ops.dtype], m=ops.m, n=ops.n, k=ops.k),
                                        a_ref=ref(a_at), b_ref=ref(b_at), c_ref=ref(c_at),
@@ -233,7 +233,9 @@ class Client:
                 _cuda.restart_session(self, session)  # the daemon restarted: the buffer went with it
                 self._staging = None
                 return None
-            c = ops.make_c(memory[c_at:c_at + ops.c_nbytes])
+            c_bytes = np.empty(ops.c_nbytes, np.uint8)  # C's own memory, filled by parts
+            _host.copy_bytes(c_bytes, memory[c_at:c_at + ops.c_nbytes])
+            c = ops.make_c(c_bytes, owned=True)
         finally:
             self._staging_lock.release()
         return results.MatmulResult(c, r.candidate, r.candidate_version, results.source_name(r.source),

@@ -24,7 +24,9 @@ class Operands:
         self.m, self.n, self.k = m, n, k
         self.a_view = a_view  # A's bytes in place: a 1-D uint8 numpy view of the caller's memory, no copy
         self.b_view = b_view
-        self.make_c = make_c  # C's bytes (m*n elements; bytes or a buffer) -> a new array or tensor like A
+        # make_c(data, owned=False): C's bytes (m*n elements; bytes or a buffer) -> an array or tensor
+        # like A; a copy of them unless owned (a uint8 array the result may keep).
+        self.make_c = make_c
 
     @property
     def a_bytes(self):
@@ -125,7 +127,9 @@ def check_arrays(a, b, dtype, method):
 def _prepare_arrays(a, b, dtype, method):
     a_name, m, n, k = check_arrays(a, b, dtype, method)
 
-    def make_c(data):  # C like A: same dtype (bf16 bits stay uint16 bits)
+    def make_c(data, owned=False):  # C like A: same dtype (bf16 bits stay uint16 bits)
+        if owned:
+            return data.view(a.dtype).reshape(m, n)
         return np.frombuffer(data, dtype=a.dtype).reshape(m, n).copy()
 
     return Operands(a_name, m, n, k, _bytes_view(a), _bytes_view(b), make_c)
@@ -164,11 +168,11 @@ def _prepare_tensors(a, b, dtype, method):
             x = x.view(torch.int16)
         return _bytes_view(x.numpy())
 
-    def make_c(data):
-        if name == "bf16":
-            bits = torch.from_numpy(np.frombuffer(data, dtype="<i2").copy())
-            return bits.view(torch.bfloat16).reshape(m, n)
-        return torch.from_numpy(np.frombuffer(data, dtype=dtypes.NUMPY[name]).copy()).reshape(m, n)
+    def make_c(data, owned=False):
+        element = np.dtype("<i2") if name == "bf16" else dtypes.NUMPY[name]
+        values = data.view(element) if owned else np.frombuffer(data, dtype=element).copy()
+        c = torch.from_numpy(values)
+        return (c.view(torch.bfloat16) if name == "bf16" else c).reshape(m, n)
 
     return Operands(name, m, n, k, to_view(a), to_view(b), make_c)
 
