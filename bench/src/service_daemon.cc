@@ -16,6 +16,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bench/src/table.h"
 
 namespace arbiter::bench {
 
@@ -141,6 +142,21 @@ std::pair<double, double> StageDelta(const StageTotals& before, const StageTotal
   if (a == after.end()) return {0, 0};
   return {a->second.first - (b == before.end() ? 0 : b->second.first),
           a->second.second - (b == before.end() ? 0 : b->second.second)};
+}
+
+double AppendStageMeans(const StageTotals& before, const StageTotals& after,
+                        std::vector<std::string>* row) {
+  double sum = 0;
+  for (const char* stage : kStages) {
+    const auto [seconds, calls] = StageDelta(before, after, stage);
+    if (calls <= 0) {
+      row->push_back("");
+      continue;
+    }
+    sum += seconds / calls;
+    row->push_back(Sci(seconds / calls));
+  }
+  return sum;
 }
 
 std::vector<std::string> WithStageColumns(std::vector<std::string> head,

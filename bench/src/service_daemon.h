@@ -65,6 +65,13 @@ std::pair<double, double> StageDelta(const StageTotals& before, const StageTotal
 inline constexpr const char* kStages[] = {"receive", "prepare", "lease", "h2d",
                                           "launch",  "kernel",  "d2h",   "send"};
 
+// Appends to `row` each stage's mean between two scrapes, in kStages' order (a
+// stage's mean is over the calls it recorded: a call's send is recorded when
+// gRPC is done with it, which may be after its reply arrived; "" where none
+// did), and returns their sum.
+double AppendStageMeans(const StageTotals& before, const StageTotals& after,
+                        std::vector<std::string>* row);
+
 // A table's columns: `head`, then one per stage ("<stage>_s"), then `tail`.
 std::vector<std::string> WithStageColumns(std::vector<std::string> head,
                                           const std::vector<std::string>& tail);

@@ -156,19 +156,7 @@ absl::StatusOr<double> MatmulRow(BenchDevice& dev, client::ArbiterClient& ctl, i
   std::vector<std::string> row = {transport, "bytes", DTypeName(p.dtype), absl::StrCat(p.n),
                                   resp.candidate(), Sci(e), Sci(local), Fixed(e / local, 3),
                                   Sci(Summarize(device).median)};
-  double daemon = 0;
-  for (const char* stage : kStages) {
-    // Each stage's mean is over the calls it recorded: a call's send is
-    // recorded when gRPC is done with it, which may be after the reply arrived.
-    const auto [seconds, calls] = StageDelta(before, after, stage);
-    if (calls <= 0) {
-      row.push_back("");
-      continue;
-    }
-    const double mean = seconds / calls;
-    daemon += mean;
-    row.push_back(Sci(mean));
-  }
+  const double daemon = AppendStageMeans(before, after, &row);
   row.push_back(Sci(std::max(0.0, e - daemon)));
   table->Add(row);
   if (o.verbose) std::cerr << "service " << transport << " matmul " << p << ": " << Fixed(e / local, 2) << "x\n";

@@ -414,16 +414,7 @@ absl::StatusOr<std::vector<std::string>> HostRegionRow(
                                   Sci(size.inprocess_s),
                                   Fixed(e / size.inprocess_s, 3),
                                   Sci(Summarize(device).median)};
-  double daemon = 0;
-  for (const char* stage : kStages) {
-    const auto [seconds, calls] = StageDelta(before, after, stage);
-    if (calls <= 0) {
-      row.push_back("");
-      continue;
-    }
-    daemon += seconds / calls;
-    row.push_back(Sci(seconds / calls));
-  }
+  const double daemon = AppendStageMeans(before, after, &row);
   row.push_back(Sci(std::max(0.0, e - daemon)));
   return row;
 }
