@@ -1,5 +1,7 @@
 #include "engine/arbiter.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <map>
 #include <string_view>
@@ -115,6 +117,12 @@ namespace {
 ArbiterOptions WithDeviceLimits(ArbiterOptions options, const DeviceInfo& device) {
   if (options.limits.max_device_bytes <= 0) options.limits.max_device_bytes = device.memory_bytes;
   if (options.regions.max_bytes_per_peer <= 0) options.regions.max_bytes_per_peer = device.memory_bytes;
+  if (options.regions.max_host_bytes_per_peer <= 0) {
+    // A quarter of the host's memory: a GPU daemon page-locks what it is given.
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    options.regions.max_host_bytes_per_peer =
+        pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 4 : int64_t{1} << 30;
+  }
   if (options.tensors.max_resident_bytes <= 0) {
     options.tensors.max_resident_bytes = device.memory_bytes > 0 ? device.memory_bytes / 4 : int64_t{1} << 30;
   }

@@ -37,13 +37,22 @@ absl::StatusOr<RegionInfo> RegionTable::Register(const Peer& owner, const Region
           " more would pass the quota of ", quota_.max_bytes_per_peer,
           " bytes per process (--max-region-bytes-per-peer)"));
     }
+    const bool host = source.kind == RegionKind::kHostMemfd;
+    if (host && quota_.max_host_bytes_per_peer > 0 &&
+        used.host_bytes + source.bytes > quota_.max_host_bytes_per_peer) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          owner.ToString(), " holds ", used.host_bytes, " bytes of host-memory regions; ",
+          source.bytes, " more would pass the quota of ", quota_.max_host_bytes_per_peer,
+          " bytes per process (--max-host-region-bytes-per-peer)"));
+    }
     ++used.regions;  // reserved while mapping, outside the lock
     used.bytes += source.bytes;
+    if (host) used.host_bytes += source.bytes;
   }
   absl::StatusOr<std::unique_ptr<Buffer>> memory = backend_.MapRegion(source);
   absl::MutexLock lock(&mu_);
   if (!memory.ok()) {
-    Unreserve(key, source.bytes);
+    Unreserve(key, source.kind, source.bytes);
     return memory.status();
   }
   auto region = std::make_shared<Region>();
@@ -59,10 +68,11 @@ absl::StatusOr<RegionInfo> RegionTable::Register(const Peer& owner, const Region
   return info;
 }
 
-void RegionTable::Unreserve(const std::string& key, int64_t bytes) {
+void RegionTable::Unreserve(const std::string& key, RegionKind kind, int64_t bytes) {
   Usage& used = usage_[key];
   --used.regions;
   used.bytes -= bytes;
+  if (kind == RegionKind::kHostMemfd) used.host_bytes -= bytes;
   if (used.regions == 0) usage_.erase(key);
 }
 
@@ -71,7 +81,7 @@ absl::Status RegionTable::Unregister(const Peer& peer, const std::string& id) {
   absl::MutexLock lock(&mu_);
   released = regions_.Take(peer, id);
   if (released == nullptr) return NotFound(id, peer);
-  Unreserve(released->info.owner.quota_key(), released->info.bytes);
+  Unreserve(released->info.owner.quota_key(), released->info.kind, released->info.bytes);
   return absl::OkStatus();
 }
 
@@ -94,7 +104,7 @@ int RegionTable::ReleaseOwner(const std::string& owner) {
     absl::MutexLock lock(&mu_);
     released = regions_.TakeOwner(owner);
     for (const auto& region : released) {
-      Unreserve(region->info.owner.quota_key(), region->info.bytes);
+      Unreserve(region->info.owner.quota_key(), region->info.kind, region->info.bytes);
     }
   }
   return static_cast<int>(released.size());  // unmapped here, outside the lock

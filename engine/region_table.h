@@ -35,6 +35,10 @@ namespace arbiter {
 struct RegionQuota {
   int64_t max_regions_per_peer = 256;
   int64_t max_bytes_per_peer = 0;  // 0: no byte quota
+  // Bytes of host-memory regions (kHostMemfd) per process, within max_bytes_per_peer:
+  // a GPU backend page-locks them, and page-locked memory is the host's to run out
+  // of, not the device's. 0: no quota of their own.
+  int64_t max_host_bytes_per_peer = 0;
 };
 
 struct RegionInfo {
@@ -76,10 +80,12 @@ class RegionTable {
   struct Usage {
     int64_t regions = 0;
     int64_t bytes = 0;
+    int64_t host_bytes = 0;  // of them, in host-memory regions
   };
 
-  // Gives back what Register reserved for `key`.
-  void Unreserve(const std::string& key, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives back what Register reserved for `key` for a region of `kind` and `bytes`.
+  void Unreserve(const std::string& key, RegionKind kind, int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Backend& backend_;
   const RegionQuota quota_;

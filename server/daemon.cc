@@ -181,6 +181,7 @@ absl::Status ValidateOptions(const DaemonOptions& o) {
   const std::pair<const char*, int64_t> non_negative[] = {
       {"max-regions-per-peer", a.regions.max_regions_per_peer},
       {"max-region-bytes-per-peer", a.regions.max_bytes_per_peer},
+      {"max-host-region-bytes-per-peer", a.regions.max_host_bytes_per_peer},
       {"max-resident-bytes", a.tensors.max_resident_bytes},
       {"max-tensors-per-peer", a.tensors.max_tensors_per_peer},
       {"max-sessions", o.max_sessions},

@@ -83,6 +83,9 @@ ABSL_FLAG(int64_t, max_regions_per_peer, Defaults().arbiter.regions.max_regions_
           "regions one client process may register (RESOURCE_EXHAUSTED past it)");
 ABSL_FLAG(int64_t, max_region_bytes_per_peer, Defaults().arbiter.regions.max_bytes_per_peer,
           "bytes of regions one client process may register; 0: the device's memory");
+ABSL_FLAG(int64_t, max_host_region_bytes_per_peer, Defaults().arbiter.regions.max_host_bytes_per_peer,
+          "bytes of host-memory (memfd) regions one client process may register - a GPU daemon "
+          "page-locks them; 0: a quarter of the host's memory");
 ABSL_FLAG(int64_t, max_resident_bytes, Defaults().arbiter.tensors.max_resident_bytes,
           "bytes all resident tensors may hold (nothing is evicted); 0: a quarter of the device's memory");
 ABSL_FLAG(int64_t, max_tensors_per_peer, Defaults().arbiter.tensors.max_tensors_per_peer,
@@ -191,6 +194,7 @@ DaemonOptions OptionsFromFlags() {
   options.arbiter.limits.max_operand_bytes = absl::GetFlag(FLAGS_max_operand_bytes);
   options.arbiter.regions.max_regions_per_peer = absl::GetFlag(FLAGS_max_regions_per_peer);
   options.arbiter.regions.max_bytes_per_peer = absl::GetFlag(FLAGS_max_region_bytes_per_peer);
+  options.arbiter.regions.max_host_bytes_per_peer = absl::GetFlag(FLAGS_max_host_region_bytes_per_peer);
   options.arbiter.tensors.max_resident_bytes = absl::GetFlag(FLAGS_max_resident_bytes);
   options.arbiter.tensors.max_tensors_per_peer = absl::GetFlag(FLAGS_max_tensors_per_peer);
   options.max_sessions = absl::GetFlag(FLAGS_max_sessions);

@@ -549,6 +549,28 @@ TEST_F(RegionsTest, QuotasOfRegionsAndBytesAreEnforcedPerProcess) {
   EXPECT_TRUE(first->RegisterFd(memories[2]->fd(), v1::REGION_KIND_HOST_MEMFD, 4096, "", nullptr).ok());
 }
 
+TEST_F(RegionsTest, HostMemoryRegionsHaveAQuotaOfTheirOwnWithinTheBytesQuota) {
+  DaemonOptions options;
+  options.arbiter.regions.max_bytes_per_peer = 1 << 20;
+  options.arbiter.regions.max_host_bytes_per_peer = 6000;  // what a GPU daemon would page-lock
+  Start(options);
+  auto client = Client();
+  std::vector<std::unique_ptr<SharedMemory>> memories;
+  for (int i = 0; i < 3; ++i) memories.push_back(Shared(4096));
+  v1::Region first;
+  ASSERT_TRUE(client->RegisterFd(memories[0]->fd(), v1::REGION_KIND_HOST_MEMFD, 4096, "", &first).ok());
+  grpc::Status s = client->RegisterFd(memories[1]->fd(), v1::REGION_KIND_HOST_MEMFD, 4096, "", nullptr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("--max-host-region-bytes-per-peer"), std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("4096 bytes of host-memory regions"), std::string::npos)
+      << s.error_message();
+  // A refused registration reserves nothing; an unregistered region gives its bytes back.
+  ASSERT_TRUE(client->RegisterFd(memories[1]->fd(), v1::REGION_KIND_HOST_MEMFD, 1904, "", nullptr).ok());
+  ASSERT_TRUE(client->UnregisterRegion(first.id()).ok());
+  EXPECT_TRUE(client->RegisterFd(memories[2]->fd(), v1::REGION_KIND_HOST_MEMFD, 4096, "", nullptr).ok());
+}
+
 TEST_F(RegionsTest, ATcpClientsTensorsAreNotAnotherClientsAndListingsShowOwners) {
   Start();
   auto unix_client = Client();
