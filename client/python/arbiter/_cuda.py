@@ -508,6 +508,7 @@ def restart_session(client, stale):
         cache.abandon()
     for buffer in buffers:  # their regions went with the session: their arrays travel as bytes now
         buffer.abandon()
+    client._gone_buffers = buffers
     stale.close()
 
 

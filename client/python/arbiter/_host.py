@@ -120,6 +120,7 @@ class HostBuffer:
         self._lock = threading.Lock()
         self._next = 0
         self._closed = False
+        self.abandoned = False  # its session ended under it (the daemon restarted)
 
     def __repr__(self):
         return "HostBuffer(region=%r, nbytes=%d, used=%d)" % (self.region, self.nbytes, self._next)
@@ -165,17 +166,22 @@ class HostBuffer:
 
     def offset_of(self, x):
         """x's byte offset in the buffer if x is a C-contiguous numpy array inside it, else None."""
+        if self._closed or not self.holds(x):
+            return None
+        return x.__array_interface__["data"][0] - self.address
+
+    def holds(self, x):
+        """Whether x is a C-contiguous numpy array inside the buffer's memory (closed or not)."""
         if not isinstance(x, np.ndarray) or not x.flags.c_contiguous:
-            return None
+            return False
         begin = x.__array_interface__["data"][0]
-        if self._closed or begin < self.address or begin + x.nbytes > self.address + self.nbytes:
-            return None
-        return begin - self.address
+        return self.address <= begin and begin + x.nbytes <= self.address + self.nbytes
 
     def abandon(self):
         """Forgets the region, which the daemon no longer has (its session ended): no call."""
         with self._lock:
             self._closed = True
+            self.abandoned = True
 
     def close(self):
         """Unregisters the region (its arrays stay readable here, but no longer reach the daemon). Idempotent."""
@@ -190,6 +196,14 @@ class HostBuffer:
         if not client._closed:
             client._call("UnregisterRegion", client._dispatch.UnregisterRegion,
                          pb.UnregisterRegionRequest(id=self.region))
+
+
+def gone(client, x):
+    """The region id of an abandoned host buffer of client's holding x (its session ended), else None."""
+    for buffer in list(client._gone_buffers):
+        if buffer.holds(x):
+            return buffer.region
+    return None
 
 
 def locate(client, x):

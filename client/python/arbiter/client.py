@@ -92,6 +92,7 @@ class Client:
         self._regions = None
         self._cuda_ops = None
         self._host_buffers = []  # arbiter._host.HostBuffer, open ones
+        self._gone_buffers = []  # those a daemon restart took (their session ended), for the error
         # Staging (host_staging): one host buffer, grown as needed, used by one call at a time.
         self._staging_on = host_staging and _session.fd_socket_path(self.address) is not None
         self._staging_lock = threading.Lock()
@@ -113,7 +114,10 @@ class Client:
             return
         try:
             for buffer in list(self._host_buffers):
-                buffer.close()
+                try:
+                    buffer.close()
+                except ArbiterError:
+                    pass  # the daemon is gone or forgot the session: its end releases the region anyway
             _cuda.release_all(self)  # before the channel closes: it unregisters through it
         finally:
             self._closed = True
@@ -156,7 +160,8 @@ class Client:
                 raise invalid_argument("Matmul", "out= is for arrays in a host buffer; CUDA tensors get C as a "
                                        "new CUDA tensor")
             return _cuda.matmul(self, a, b, dtype, required, policy)
-        if out is not None or (self._host_buffers and isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+        if out is not None or ((self._host_buffers or self._gone_buffers) and isinstance(a, np.ndarray)
+                               and isinstance(b, np.ndarray)):
             placed = self._host_matmul(a, b, dtype, required, policy, out)
             if placed is not None:
                 return placed
@@ -203,36 +208,39 @@ class Client:
         if not self._staging_lock.acquire(blocking=False):
             return None  # another thread's call has it: this one goes as bytes
         try:
-            buffer = self._staging
-            if buffer is None or buffer._closed or buffer.nbytes < need:
-                if buffer is not None:
-                    buffer.close()
+            for attempt in (0, 1):  # once more on a new session if the daemon forgot this one
+                buffer = self._staging
+                if buffer is None or buffer._closed or buffer.nbytes < need:
+                    if buffer is not None and not buffer._closed:
+                        buffer.close()
                     self._staging = None
-                size = max(need, 2 * buffer.nbytes if buffer is not None else 0)
+                    grown = buffer is not None and buffer.nbytes < need  # doubled, so growth is rare
+                    size = max(need, 2 * buffer.nbytes if grown else 0)
+                    try:
+                        buffer = self._staging = self.host_buffer(size, label="arbiter client staging")
+                    except ArbiterError as e:
+                        if e.code not in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNIMPLEMENTED,
+                                          grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT):
+                            raise
+                        self._staging_on = False  # this daemon takes no host memory of ours: bytes from now on
+                        return None
+                memory = buffer._bytes
+                _host.copy_bytes(memory[a_at:a_at + ops.a_view.nbytes], ops.a_view)
+                _host.copy_bytes(memory[b_at:b_at + ops.b_view.nbytes], ops.b_view)
+                ref = lambda at: pb.OperandRef(region=buffer.region, offset=at)  # noqa: E731
+                request = pb.MatmulRequest(
+                    problem=pb.Problem(dtype=dtypes.PROTO[ops.dtype], m=ops.m, n=ops.n, k=ops.k),
+                    a_ref=ref(a_at), b_ref=ref(b_at), c_ref=ref(c_at), required_determinism=determinism,
+                    tuning=tuning)
+                session = self._session
                 try:
-                    buffer = self._staging = self.host_buffer(size, label="arbiter client staging")
+                    r = self._call(method, self._dispatch.Matmul, request)
+                    break
                 except ArbiterError as e:
-                    if e.code not in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNIMPLEMENTED,
-                                      grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT):
+                    if attempt or e.code != grpc.StatusCode.UNAUTHENTICATED or "no such session" not in e.details:
                         raise
-                    self._staging_on = False  # this daemon takes no host memory of ours: bytes from now on
-                    return None
-            memory = buffer._bytes
-            _host.copy_bytes(memory[a_at:a_at + ops.a_view.nbytes], ops.a_view)
-            _host.copy_bytes(memory[b_at:b_at + ops.b_view.nbytes], ops.b_view)
-            ref = lambda at: pb.OperandRef(region=buffer.region, offset=at)  # noqa: E731
-            request = pb.MatmulRequest(problem=pb.Problem(dtype=dtypes.PROTO[ops.dtype], m=ops.m, n=ops.n, k=ops.k),
-                                       a_ref=ref(a_at), b_ref=ref(b_at), c_ref=ref(c_at),
-                                       required_determinism=determinism, tuning=tuning)
-            session = self._session
-            try:
-                r = self._call(method, self._dispatch.Matmul, request)
-            except ArbiterError as e:
-                if e.code != grpc.StatusCode.UNAUTHENTICATED or "no such session" not in e.details:
-                    raise
-                _cuda.restart_session(self, session)  # the daemon restarted: the buffer went with it
-                self._staging = None
-                return None
+                    _cuda.restart_session(self, session)  # the daemon restarted: the buffer went with it
+                    self._staging = None
             c_bytes = np.empty(ops.c_nbytes, np.uint8)  # C's own memory, filled by parts
             _host.copy_bytes(c_bytes, memory[c_at:c_at + ops.c_nbytes])
             c = ops.make_c(c_bytes, owned=True)
@@ -246,6 +254,13 @@ class Client:
         method = "Matmul"
         name, m, n, k = operands.check_arrays(a, b, dtype, method)
         c_ref = None
+        for x, which in ((a, "A"), (b, "B"), (out, "out")):
+            region = _host.gone(self, x) if x is not None else None
+            if region is not None:
+                raise error_for(grpc.StatusCode.FAILED_PRECONDITION,
+                                "%s is in host buffer %s, which the daemon no longer has (it restarted, or this "
+                                "client's session ended): make a new one with client.host_buffer()" % (which, region),
+                                method)
         if out is not None:
             c_ref = _host.locate(self, out)
             if (c_ref is None or not isinstance(out, np.ndarray) or out.shape != (m, n)
@@ -264,7 +279,14 @@ class Client:
                                    b_ref=ref(b_ref), required_determinism=determinism, tuning=tuning)
         if c_ref is not None:
             request.c_ref.CopyFrom(ref(c_ref))
-        r = self._call(method, self._dispatch.Matmul, request)
+        session = self._session
+        try:
+            r = self._call(method, self._dispatch.Matmul, request)
+        except ArbiterError as e:
+            if e.code != grpc.StatusCode.UNAUTHENTICATED or "no such session" not in e.details:
+                raise
+            _cuda.restart_session(self, session)  # the buffers went with it: say so, naming them
+            return self._host_matmul(a, b, dtype, determinism, tuning, out)
         if c_ref is not None:
             c = out
         else:

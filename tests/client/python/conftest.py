@@ -44,14 +44,14 @@ class Daemon:
             flag = "127.0.0.1:0"
         self.log_path = os.path.join(self.work, "arbiterd.log")
         self._log = open(self.log_path, "w")
-        self.process = subprocess.Popen(
-            [ARBITERD, "--listen=" + flag, "--port-file=" + port_file, "--backend=cpu",
-             "--store=" + os.path.join(self.work, "verdicts.db"),
-             # arbiterd's SIGTERM sometimes waits out its whole grace (10 s by default) after a call
-             # whose deadline had expired, or a large response on a Unix socket; these tests finish
-             # their calls before stopping a daemon, so a short grace only keeps the suite fast.
-             "--shutdown-grace-seconds=1"] + list(args),
-            stdout=self._log, stderr=subprocess.STDOUT)
+        self._argv = [ARBITERD, "--listen=" + flag, "--port-file=" + port_file, "--backend=cpu",
+                      "--store=" + os.path.join(self.work, "verdicts.db"),
+                      # arbiterd's SIGTERM sometimes waits out its whole grace (10 s by default) after a
+                      # call whose deadline had expired, or a large response on a Unix socket; these tests
+                      # finish their calls before stopping a daemon, so a short grace keeps the suite fast.
+                      "--shutdown-grace-seconds=1"] + list(args)
+        self._port_file = port_file
+        self.process = subprocess.Popen(self._argv, stdout=self._log, stderr=subprocess.STDOUT)
         bound = self._wait_for(port_file)  # the TCP port, or the unix address
         if listen != "unix":
             self.address = "127.0.0.1:%d" % int(bound)
@@ -72,6 +72,15 @@ class Daemon:
                 pass
             time.sleep(0.05)
         raise RuntimeError("arbiterd did not serve within %d s:\n%s" % (STARTUP_SECONDS, self.log_tail()))
+
+    def restart(self):
+        """Stops arbiterd and starts it again with the same flags (a unix: daemon keeps its address):
+        every session, region and tensor of the old one is forgotten."""
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=60)
+        os.remove(self._port_file)
+        self.process = subprocess.Popen(self._argv, stdout=self._log, stderr=subprocess.STDOUT)
+        self._wait_for(self._port_file)
 
     def log_tail(self, lines=20):
         self._log.flush()

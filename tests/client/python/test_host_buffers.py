@@ -11,6 +11,8 @@ import pytest
 
 import arbiter
 from arbiter.v1 import arbiter_pb2 as pb
+from conftest import Daemon
+import grpc
 from test_matmul import assert_close, operands
 
 M, N, K = 37, 91, 53  # ragged, non-square
@@ -198,3 +200,59 @@ def test_bf16_bits_are_staged_right(client):
     assert r.c.dtype == np.uint16 and r.c.shape == (m, n)
     assert staging_regions(client), "a megabyte of bf16 bits went through the staging buffer"
     assert_close(arbiter.from_bf16(r.c), arbiter.from_bf16(a), arbiter.from_bf16(b), 2.0**-8)
+
+
+def reconnect(client):
+    """After a restart the channel's first call would fail on the dead connection (UNAVAILABLE, as any gRPC
+    client sees); these tests are about sessions, so they wait for the channel to connect again."""
+    try:
+        client.health()
+    except arbiter.Unavailable:
+        pass
+    grpc.channel_ready_future(client._channel).result(timeout=30)
+
+
+def test_after_a_daemon_restart_staging_recovers_and_a_lost_buffer_is_named():
+    daemon = Daemon("unix")
+    try:
+        with arbiter.Client(daemon.address) as client:
+            m, n, k = BIG
+            a0, b0 = operands(np.float32, m, n, k, seed=11)
+            assert_close(client.matmul(a0, b0, tuning="off").c, a0, b0, 2.0**-24)
+            buffer = client.host_buffer(1 << 20)
+            a, b, c = buffer.array((M, K), "f32"), buffer.array((K, N), "f32"), buffer.array((M, N), "f32")
+            small_a, small_b = operands(np.float32)
+            a[:], b[:] = small_a, small_b
+            daemon.restart()  # every session and region forgotten
+            reconnect(client)
+            # Staged: the client opens a new session and a new staging buffer, and answers right.
+            assert_close(client.matmul(a0, b0, tuning="off").c, a0, b0, 2.0**-24)
+            assert len(staging_regions(client)) == 1
+            # The host buffer went with the old session: naming it is refused, saying so.
+            with pytest.raises(arbiter.FailedPrecondition, match="host buffer %s, which the daemon no longer has"
+                               % buffer.region):
+                client.matmul(a, b, out=c)
+            with pytest.raises(arbiter.FailedPrecondition, match="no longer has"):
+                client.matmul(a, b)
+            fresh = client.host_buffer(1 << 20)  # a new one works
+            fa, fb, fc = fresh.array((M, K), "f32"), fresh.array((K, N), "f32"), fresh.array((M, N), "f32")
+            fa[:], fb[:] = small_a, small_b
+            client.matmul(fa, fb, out=fc, tuning="off")
+            assert_close(fc, small_a, small_b, 2.0**-24)
+    finally:
+        daemon.stop()
+
+
+def test_a_host_buffer_named_first_after_a_restart_is_refused_naming_it():
+    daemon = Daemon("unix")
+    try:
+        with arbiter.Client(daemon.address) as client:
+            buffer = client.host_buffer(1 << 20)
+            a, b, c = buffer.array((M, K), "f32"), buffer.array((K, N), "f32"), buffer.array((M, N), "f32")
+            a[:], b[:] = operands(np.float32)
+            daemon.restart()
+            reconnect(client)
+            with pytest.raises(arbiter.FailedPrecondition, match=buffer.region):
+                client.matmul(a, b, out=c)  # the daemon says "no such session"; the client names the buffer
+    finally:
+        daemon.stop()
