@@ -21,10 +21,9 @@ namespace arbiter {
 namespace {
 
 using testing::FakeBackend;
-using testing::FakeCandidate;
-using testing::FakeArbiter;
 using testing::FakeStream;
 using testing::NaiveGemm;
+using testing::OneKernelArbiter;
 
 // The addresses every launch was given.
 struct Launches {
@@ -40,8 +39,7 @@ class HostRegionDispatchTest : public ::testing::Test {
     auto backend = std::make_unique<FakeBackend>();
     backend->ShareEvents();  // maps regions, and has events to refuse
     backend->MapRegionsHostSide();
-    std::vector<CandidateSpec> candidates;
-    candidates.push_back(FakeCandidate("naive", 1, [launches = launches_](const GemmArgs& args) {
+    auto arbiter = OneKernelArbiter(std::move(backend), [launches = launches_](const GemmArgs& args) {
       {
         std::lock_guard lock(launches->mu);
         launches->args.push_back(args);
@@ -49,11 +47,7 @@ class HostRegionDispatchTest : public ::testing::Test {
       NaiveGemm(args, args.problem.k, args.problem.m);
       static_cast<FakeStream*>(args.stream)->Advance(1e-6);
       return absl::OkStatus();
-    }));
-    ArbiterOptions options;
-    options.workers = 1;
-    options.tuning = TuningPolicy::kOff;
-    auto arbiter = FakeArbiter(options, std::move(candidates), std::move(backend));
+    });
     ASSERT_TRUE(arbiter.ok()) << arbiter.status();
     arbiter_ = std::move(*arbiter);
     RegionSource source;

@@ -17,8 +17,7 @@ namespace {
 
 using testing::EventLog;
 using testing::FakeBackend;
-using testing::FakeCandidate;
-using testing::FakeArbiter;
+using testing::OneKernelArbiter;
 using testing::TimedKernel;
 
 Peer SessionPeer(uint64_t session) {
@@ -189,12 +188,7 @@ class DispatchByEventTest : public ::testing::Test {
   void SetUp() override {
     auto backend = std::make_unique<FakeBackend>();
     log_ = backend->ShareEvents();
-    std::vector<CandidateSpec> candidates;
-    candidates.push_back(FakeCandidate("naive", 1, TimedKernel(1e-6)));
-    ArbiterOptions options;
-    options.workers = 1;
-    options.tuning = TuningPolicy::kOff;
-    auto arbiter = FakeArbiter(options, std::move(candidates), std::move(backend));
+    auto arbiter = OneKernelArbiter(std::move(backend), TimedKernel(1e-6));
     ASSERT_TRUE(arbiter.ok()) << arbiter.status();
     arbiter_ = std::move(*arbiter);
     RegionSource source;

@@ -24,4 +24,16 @@ inline absl::StatusOr<std::unique_ptr<Arbiter>> FakeArbiter(
   return Arbiter::Create(options, std::move(backend), std::move(registry), std::move(store));
 }
 
+// One candidate ("naive", tier 1, kernel `run`), one worker, tuning off: every
+// dispatch runs `run` on `backend` without measuring first.
+inline absl::StatusOr<std::unique_ptr<Arbiter>> OneKernelArbiter(std::unique_ptr<FakeBackend> backend,
+                                                                 KernelFn run) {
+  std::vector<CandidateSpec> candidates;
+  candidates.push_back(FakeCandidate("naive", 1, std::move(run)));
+  ArbiterOptions options;
+  options.workers = 1;
+  options.tuning = TuningPolicy::kOff;
+  return FakeArbiter(options, std::move(candidates), std::move(backend));
+}
+
 }  // namespace arbiter::testing
