@@ -196,6 +196,39 @@ absl::StatusOr<StageTotals> StagesAfter(int metrics_port, const StageTotals& bef
   return after;
 }
 
+// A, B and C of `p` in one region of `kind` (DeviceOperands::Create) that
+// `ctl`'s open session registered, at offsets aligned for every candidate, and
+// `req`'s refs naming them; the operands are the caller's to write.
+struct RegionOperands {
+  std::unique_ptr<client::DeviceOperands> memory;
+  std::string region;
+  size_t a_at = 0, b_at = 0, c_at = 0;
+};
+
+absl::StatusOr<RegionOperands> PlaceInRegion(client::ArbiterClient& ctl,
+                                             const v1::ServerInfoResponse& info,
+                                             const std::string& kind, const std::string& label,
+                                             const Problem& p, v1::MatmulRequest* req) {
+  RegionOperands r;
+  r.b_at = client::AlignUp(p.a_bytes());
+  r.c_at = r.b_at + client::AlignUp(p.b_bytes());
+  if (grpc::Status s = client::DeviceOperands::Create(info, kind, r.c_at + p.c_bytes(), &r.memory);
+      !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(label, " operands: ", s.error_message()));
+  }
+  v1::Region region;
+  if (grpc::Status s = r.memory->Register(ctl, label, &region); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("register region: ", s.error_message()));
+  }
+  r.region = region.id();
+  for (auto [ref, at] : {std::pair{req->mutable_a_ref(), r.a_at}, {req->mutable_b_ref(), r.b_at},
+                         {req->mutable_c_ref(), r.c_at}}) {
+    ref->set_region(r.region);
+    ref->set_offset(static_cast<int64_t>(at));
+  }
+  return r;
+}
+
 // Matmul on A, B and C in one region of the daemon's device memory (the
 // client's session must be open): operands written once, C checked against the
 // reference on the first call, then `repeats` timed calls.
@@ -210,21 +243,15 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl, PollingCl
   v1::MatmulRequest req;
   *req.mutable_problem() = WireProblem(p);
   const client::Operands ops{std::string(a.begin(), a.end()), std::string(b.begin(), b.end())};
-  const size_t a_at = 0, b_at = client::AlignUp(a.size()), c_at = b_at + client::AlignUp(b.size());
-  std::unique_ptr<client::DeviceOperands> memory;
-  if (grpc::Status s = client::DeviceOperands::Create(info, "auto", c_at + p.c_bytes(), &memory); !s.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("zero-copy operands: ", s.error_message()));
+  ASSIGN_OR_RETURN(const RegionOperands placed,
+                   PlaceInRegion(ctl, info, "auto", "arbiter-bench zero-copy", p, &req));
+  client::DeviceOperands* const memory = placed.memory.get();
+  const size_t c_at = placed.c_at;
+  if (grpc::Status s = memory->Write(placed.a_at, ops.a); !s.ok()) {
+    return absl::InternalError(s.error_message());
   }
-  if (grpc::Status s = memory->Write(a_at, ops.a); !s.ok()) return absl::InternalError(s.error_message());
-  if (grpc::Status s = memory->Write(b_at, ops.b); !s.ok()) return absl::InternalError(s.error_message());
-  v1::Region region;
-  if (grpc::Status s = memory->Register(ctl, "arbiter-bench", &region); !s.ok()) {
-    return absl::UnavailableError(absl::StrCat("register region: ", s.error_message()));
-  }
-  for (auto [ref, at] : {std::pair{req.mutable_a_ref(), a_at}, {req.mutable_b_ref(), b_at},
-                         {req.mutable_c_ref(), c_at}}) {
-    ref->set_region(region.id());
-    ref->set_offset(static_cast<int64_t>(at));
+  if (grpc::Status s = memory->Write(placed.b_at, ops.b); !s.ok()) {
+    return absl::InternalError(s.error_message());
   }
   ZeroCopyRun run;
   run.kind = memory->kind_name();
@@ -288,7 +315,7 @@ absl::StatusOr<ZeroCopyRun> ZeroCopyMatmul(client::ArbiterClient& ctl, PollingCl
     }
     polled.push_back(Since(t0));
   }
-  ctl.UnregisterRegion(region.id());  // the session's end would release it too
+  ctl.UnregisterRegion(placed.region);  // the session's end would release it too
   RETURN_IF_ERROR(status);
   run.e2e_s = Summarize(e2e).median;
   run.device_s = Summarize(device).median;
@@ -374,13 +401,15 @@ void PrintZeroCopy(const std::string& transport, const Problem& p, const ZeroCop
             << ")\n";
 }
 
-// One "host region" row: `repeats` timed Matmuls of `req` (refs into `memory`),
+// One "host region" row: `repeats` timed Matmuls of `req` (refs into `placed`),
 // the client's copies of A and B in and of C out inside each timed call when
 // `copies` is set. The daemon's stages are means over the timed calls.
 absl::StatusOr<std::vector<std::string>> HostRegionRow(
     client::ArbiterClient& ctl, const std::string& transport, int metrics_port,
-    const ZeroCopyOperands& size, client::DeviceOperands& memory, const v1::MatmulRequest& req,
-    const client::Operands& ops, size_t a_at, size_t b_at, size_t c_at, bool copies, int repeats) {
+    const ZeroCopyOperands& size, const RegionOperands& placed, const v1::MatmulRequest& req,
+    const client::Operands& ops, bool copies, int repeats) {
+  client::DeviceOperands& memory = *placed.memory;
+  const size_t a_at = placed.a_at, b_at = placed.b_at, c_at = placed.c_at;
   const Problem& p = size.p;
   std::vector<double> e2e, device;
   std::string c;
@@ -437,22 +466,10 @@ absl::Status AddHostRegionRows(client::ArbiterClient& ctl, const std::string& tr
     *req.mutable_problem() = WireProblem(p);
     const client::Operands ops{std::string(size.a.begin(), size.a.end()),
                                std::string(size.b.begin(), size.b.end())};
-    const size_t a_at = 0, b_at = client::AlignUp(size.a.size());
-    const size_t c_at = b_at + client::AlignUp(size.b.size());
-    std::unique_ptr<client::DeviceOperands> memory;
-    if (grpc::Status s = client::DeviceOperands::Create(info, "memfd", c_at + p.c_bytes(), &memory);
-        !s.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat("host-region operands: ", s.error_message()));
-    }
-    v1::Region region;
-    if (grpc::Status s = memory->Register(ctl, "arbiter-bench host", &region); !s.ok()) {
-      return absl::UnavailableError(absl::StrCat("register host region: ", s.error_message()));
-    }
-    for (auto [ref, at] : {std::pair{req.mutable_a_ref(), a_at}, {req.mutable_b_ref(), b_at},
-                           {req.mutable_c_ref(), c_at}}) {
-      ref->set_region(region.id());
-      ref->set_offset(static_cast<int64_t>(at));
-    }
+    ASSIGN_OR_RETURN(const RegionOperands placed,
+                     PlaceInRegion(ctl, info, "memfd", "arbiter-bench host region", p, &req));
+    client::DeviceOperands* const memory = placed.memory.get();
+    const size_t a_at = placed.a_at, b_at = placed.b_at, c_at = placed.c_at;
     // Checked first, on C poisoned before it; not timed.
     absl::Status status = absl::OkStatus();
     if (!memory->Write(a_at, ops.a).ok() || !memory->Write(b_at, ops.b).ok() ||
@@ -477,8 +494,7 @@ absl::Status AddHostRegionRows(client::ArbiterClient& ctl, const std::string& tr
     for (bool copies : {false, true}) {
       if (!status.ok()) break;
       absl::StatusOr<std::vector<std::string>> row =
-          HostRegionRow(ctl, transport, metrics_port, size, *memory, req, ops, a_at, b_at, c_at,
-                        copies, repeats);
+          HostRegionRow(ctl, transport, metrics_port, size, placed, req, ops, copies, repeats);
       if (!row.ok()) {
         status = row.status();
         break;
@@ -489,7 +505,7 @@ absl::Status AddHostRegionRows(client::ArbiterClient& ctl, const std::string& tr
       }
       matmul->Add(*std::move(row));
     }
-    ctl.UnregisterRegion(region.id());  // the session's end would release it too
+    ctl.UnregisterRegion(placed.region);  // the session's end would release it too
     RETURN_IF_ERROR(status);
   }
   return absl::OkStatus();

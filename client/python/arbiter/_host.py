@@ -32,6 +32,11 @@ from arbiter.v1 import arbiter_pb2 as pb
 ALIGNMENT = 256  # the daemon's operand alignment: every array starts on it
 
 
+def align_up(offset):
+    """The first ALIGNMENT boundary at or past offset."""
+    return -(-offset // ALIGNMENT) * ALIGNMENT
+
+
 # One thread's copy moves ~4-5 GB/s (bound by its outstanding misses, not by memory bandwidth): large
 # copies are split over a few threads, numpy releasing the GIL inside each part.
 _COPY_PART_BYTES = 1 << 20
@@ -120,7 +125,6 @@ class HostBuffer:
         self._lock = threading.Lock()
         self._next = 0
         self._closed = False
-        self.abandoned = False  # its session ended under it (the daemon restarted)
 
     def __repr__(self):
         return "HostBuffer(region=%r, nbytes=%d, used=%d)" % (self.region, self.nbytes, self._next)
@@ -150,7 +154,7 @@ class HostBuffer:
         with self._lock:
             if self._closed:
                 raise ValueError("%r is closed" % self)
-            offset = -(-self._next // ALIGNMENT) * ALIGNMENT
+            offset = align_up(self._next)
             if offset + size > self.nbytes:
                 raise error_for(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                 "%d bytes for %s %s at offset %d do not fit the buffer's %d bytes (reset() frees "
@@ -181,7 +185,6 @@ class HostBuffer:
         """Forgets the region, which the daemon no longer has (its session ended): no call."""
         with self._lock:
             self._closed = True
-            self.abandoned = True
 
     def close(self):
         """Unregisters the region (its arrays stay readable here, but no longer reach the daemon). Idempotent."""

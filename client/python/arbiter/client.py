@@ -49,6 +49,15 @@ def _describe(x):
     return "%s.%s" % (type(x).__module__, type(x).__qualname__)
 
 
+def _reply_c(r, m, n, name, make_c):
+    """C sent back inline in MatmulResponse r, m x n of dtype name, made by make_c; Internal if its size is off."""
+    expected = m * n * dtypes.ITEMSIZE[name]
+    if len(r.c) != expected:
+        raise error_for(grpc.StatusCode.INTERNAL, "the daemon sent C with %d bytes, expected %d (%dx%d %s)"
+                        % (len(r.c), expected, m, n, name), "Matmul")
+    return make_c(r.c)
+
+
 def _read_token(path):
     with open(path) as f:
         token = f.read().strip()
@@ -173,11 +182,7 @@ class Client:
             problem=pb.Problem(dtype=dtypes.PROTO[ops.dtype], m=ops.m, n=ops.n, k=ops.k), a=ops.a_bytes,
             b=ops.b_bytes, required_determinism=required, tuning=policy)
         r = self._call("Matmul", self._dispatch.Matmul, request)
-        expected = ops.m * ops.n * dtypes.ITEMSIZE[ops.dtype]
-        if len(r.c) != expected:
-            raise error_for(grpc.StatusCode.INTERNAL, "the daemon sent C with %d bytes, expected %d (%dx%d %s)"
-                            % (len(r.c), expected, ops.m, ops.n, ops.dtype), "Matmul")
-        return results.MatmulResult(ops.make_c(r.c), r.candidate, r.candidate_version, results.source_name(r.source),
+        return results.MatmulResult(_reply_c(r, ops.m, ops.n, ops.dtype, ops.make_c), r.candidate, r.candidate_version, results.source_name(r.source),
                                     r.device_seconds, r.bucket)
 
     def host_buffer(self, nbytes, *, label="arbiter host buffer"):
@@ -200,8 +205,8 @@ class Client:
         path serves instead."""
         method = "Matmul"
         a_at = 0
-        b_at = -(-ops.a_view.nbytes // _host.ALIGNMENT) * _host.ALIGNMENT
-        c_at = b_at + -(-ops.b_view.nbytes // _host.ALIGNMENT) * _host.ALIGNMENT
+        b_at = _host.align_up(ops.a_view.nbytes)
+        c_at = b_at + _host.align_up(ops.b_view.nbytes)
         need = c_at + ops.c_nbytes
         if not self._staging_on or ops.a_view.nbytes + ops.b_view.nbytes + ops.c_nbytes < self.STAGING_MIN_BYTES:
             return None
@@ -290,11 +295,7 @@ class Client:
         if c_ref is not None:
             c = out
         else:
-            expected = m * n * dtypes.ITEMSIZE[name]
-            if len(r.c) != expected:
-                raise error_for(grpc.StatusCode.INTERNAL, "the daemon sent C with %d bytes, expected %d (%dx%d %s)"
-                                % (len(r.c), expected, m, n, name), method)
-            c = np.frombuffer(r.c, dtype=a.dtype).reshape(m, n).copy()
+            c = _reply_c(r, m, n, name, lambda data: np.frombuffer(data, dtype=a.dtype).reshape(m, n).copy())
         return results.MatmulResult(c, r.candidate, r.candidate_version, results.source_name(r.source),
                                     r.device_seconds, r.bucket)
 
