@@ -14,7 +14,7 @@
 
 #include "absl/types/span.h"
 #include "engine/backend.h"
-#include "engine/fork_join_pool.h"
+#include "base/fork_join_pool.h"
 
 namespace arbiter {
 

@@ -23,7 +23,7 @@
 #include "backends/cuda/cuda_resources.h"
 #include "backends/cuda/device_pool.h"
 #include "engine/backend.h"
-#include "engine/fork_join_pool.h"
+#include "base/fork_join_pool.h"
 #include "engine/host_gather.h"
 #include "engine/launch_recordings.h"
 

@@ -1,4 +1,4 @@
-#include "engine/fork_join_pool.h"
+#include "base/fork_join_pool.h"
 
 #include <algorithm>
 
