@@ -4,6 +4,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -215,11 +216,20 @@ ArbiterClient::ArbiterClient(const ClientOptions& options)
       channel_(MakeChannel(options)),
       dispatch_(v1::Dispatch::NewStub(channel_)),
       admin_(v1::Admin::NewStub(channel_)),
-      matmul_("/arbiter.v1.Dispatch/Matmul", grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
+      matmul_("/arbiter.v1.Dispatch/Matmul", grpc::internal::RpcMethod::NORMAL_RPC, channel_) {
+  if (options.host_staging && !FdSocketPathFor(options.server).empty()) {
+    const int threads = options.host_staging_threads > 0
+                            ? options.host_staging_threads
+                            : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+    staging_ = std::make_unique<HostStaging>(this, threads, options.host_staging_min_bytes);
+  }
+}
 
-void ArbiterClient::Prepare(grpc::ClientContext* context) const {
+ArbiterClient::~ArbiterClient() = default;
+
+void ArbiterClient::PrepareAs(const Session* session, grpc::ClientContext* context) const {
   if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
-  if (session_ != nullptr) context->AddMetadata(kSessionMetadata, session_->token());
+  if (session != nullptr) context->AddMetadata(kSessionMetadata, session->token());
   if (options_.deadline_seconds > 0) {
     context->set_deadline(std::chrono::system_clock::now() +
                           std::chrono::duration_cast<std::chrono::system_clock::duration>(
@@ -227,17 +237,23 @@ void ArbiterClient::Prepare(grpc::ClientContext* context) const {
   }
 }
 
-grpc::Status ArbiterClient::MatmulCall(const v1::MatmulRequest& request, grpc::ByteBuffer* reply) {
+grpc::Status ArbiterClient::MatmulCallAs(const Session* session, const v1::MatmulRequest& request,
+                                         grpc::ByteBuffer* reply) {
   grpc::ClientContext context;
-  Prepare(&context);
+  PrepareAs(session, &context);
   LentBytes lent;  // its destructor returns once gRPC holds none of A's and B's bytes
   return grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
       channel_.get(), matmul_, &context, MatmulRequestBytes(request, &lent), reply);
 }
 
 grpc::Status ArbiterClient::Matmul(const v1::MatmulRequest& request, v1::MatmulResponse* response) {
+  if (staging_ != nullptr) {
+    if (std::optional<grpc::Status> staged = staging_->Matmul(request, nullptr, 0, response)) {
+      return *staged;
+    }
+  }
   grpc::ByteBuffer reply;
-  if (grpc::Status s = MatmulCall(request, &reply); !s.ok()) return s;
+  if (grpc::Status s = MatmulCallAs(session_.get(), request, &reply); !s.ok()) return s;
   return ParseMatmulReply(reply, response);
 }
 
@@ -260,8 +276,13 @@ grpc::Status ArbiterClient::MatmulInto(const v1::MatmulRequest& request, void* c
                             "*" + std::to_string(p.n()) + "*" +
                             std::to_string(ElementBytes(p.dtype())) + ")");
   }
+  if (staging_ != nullptr) {
+    if (std::optional<grpc::Status> staged = staging_->Matmul(request, c, c_bytes, response)) {
+      return *staged;
+    }
+  }
   grpc::ByteBuffer reply;
-  if (grpc::Status s = MatmulCall(request, &reply); !s.ok()) return s;
+  if (grpc::Status s = MatmulCallAs(session_.get(), request, &reply); !s.ok()) return s;
   return ParseMatmulReplyInto(reply, c, c_bytes, response);
 }
 
@@ -295,8 +316,14 @@ grpc::Status ArbiterClient::OpenSession() {
 
 grpc::Status ArbiterClient::RegisterRegion(const v1::RegisterRegionRequest& request,
                                            v1::Region* region) {
+  return RegisterRegionAs(session_.get(), request, region);
+}
+
+grpc::Status ArbiterClient::RegisterRegionAs(const Session* session,
+                                             const v1::RegisterRegionRequest& request,
+                                             v1::Region* region) {
   grpc::ClientContext context;
-  Prepare(&context);
+  PrepareAs(session, &context);
   v1::RegisterRegionResponse response;
   grpc::Status status = dispatch_->RegisterRegion(&context, request, &response);
   if (status.ok() && region != nullptr) *region = response.region();
@@ -309,19 +336,29 @@ grpc::Status ArbiterClient::RegisterFd(int fd, v1::RegionKind kind, int64_t byte
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "RegisterFd: open a session first (OpenSession)");
   }
+  return RegisterFdAs(session_.get(), fd, kind, bytes, label, region);
+}
+
+grpc::Status ArbiterClient::RegisterFdAs(Session* session, int fd, v1::RegionKind kind,
+                                         int64_t bytes, const std::string& label,
+                                         v1::Region* region) {
   v1::RegisterRegionRequest request;
   int64_t number = 0;
-  if (grpc::Status s = session_->PassFd(fd, &number); !s.ok()) return s;
+  if (grpc::Status s = session->PassFd(fd, &number); !s.ok()) return s;
   request.set_kind(kind);
   request.set_bytes(bytes);
   request.set_fd(number);
   request.set_label(label);
-  return RegisterRegion(request, region);
+  return RegisterRegionAs(session, request, region);
 }
 
 grpc::Status ArbiterClient::UnregisterRegion(const std::string& id) {
+  return UnregisterRegionAs(session_.get(), id);
+}
+
+grpc::Status ArbiterClient::UnregisterRegionAs(const Session* session, const std::string& id) {
   grpc::ClientContext context;
-  Prepare(&context);
+  PrepareAs(session, &context);
   v1::UnregisterRegionRequest request;
   request.set_id(id);
   v1::UnregisterRegionResponse response;

@@ -8,14 +8,19 @@
 // byte offsets in Matmuls instead of carrying bytes - and its resident tensors,
 // and releases them all when the client is destroyed or its process exits.
 //
-// A Matmul goes raw: the request's small fields serialized, then A and B sent
+// Over a unix: address a large bytes-path Matmul is staged by default: A and B
+// copied into host shared memory the client keeps registered with the daemon
+// and named by offset, C copied back out (ClientOptions::host_staging,
+// client/host_staging.h) - the same result, without gRPC's transport.
+//
+// A Matmul that goes as bytes goes raw: the request's small fields serialized, then A and B sent
 // from the request's own strings, not copied into a serialized message; the
 // reply's C gathered from the slices it arrived in into response->c(), sized
 // once (arbiter/wire/split_fields.h), or with MatmulInto straight into the
 // caller's memory. The bytes on the wire are a
 // MatmulRequest's and a MatmulResponse's, as protobuf would write them.
 //
-// Depends only on the wire contract (arbiter_proto), never on the engine.
+// Depends only on the wire contract (arbiter_proto) and base/, never on the engine.
 // Thread-safe: gRPC stubs and channels may be used from several threads;
 // OpenSession must come before the client is shared between threads.
 #pragma once
@@ -33,6 +38,7 @@
 #include <grpcpp/impl/codegen/rpc_method.h>
 
 #include "arbiter/v1/arbiter.grpc.pb.h"
+#include "client/host_staging.h"
 #include "client/session.h"
 
 namespace arbiter::client {
@@ -45,6 +51,14 @@ struct ClientOptions {
   // A connection of its own; otherwise gRPC shares one among this process's
   // clients of the same server and settings.
   bool own_connection = false;
+  // Same node (a unix: address): a bytes-path Matmul whose A, B and C together
+  // are at least host_staging_min_bytes goes through host shared memory this
+  // client keeps registered with the daemon - A and B copied in, C out, over
+  // host_staging_threads threads - instead of inside the gRPC messages
+  // (client/host_staging.h). false: every Matmul carries its bytes.
+  bool host_staging = true;
+  int64_t host_staging_min_bytes = 1 << 20;
+  int host_staging_threads = 0;  // 0: min(8, the host's cores)
 };
 
 // grpc.health.v1.HealthCheckResponse.ServingStatus.
@@ -54,10 +68,12 @@ const char* HealthStatusName(HealthStatus s);
 class ArbiterClient {
  public:
   explicit ArbiterClient(const ClientOptions& options);
+  ~ArbiterClient();
   ArbiterClient(const ArbiterClient&) = delete;
   ArbiterClient& operator=(const ArbiterClient&) = delete;
 
-  // Dispatch. `request` must not change until Matmul returns (A and B are sent from it).
+  // Dispatch. `request` must not change until Matmul returns (A and B are sent
+  // from it, or staged: ClientOptions::host_staging).
   grpc::Status Matmul(const v1::MatmulRequest& request, v1::MatmulResponse* response);
   // Matmul with C written straight into caller memory: `c_bytes` at `c`, exactly
   // the problem's C (m*n*element size). C is copied once, from the slices it
@@ -69,6 +85,8 @@ class ArbiterClient {
   grpc::Status MatmulInto(const v1::MatmulRequest& request, void* c, size_t c_bytes,
                           v1::MatmulResponse* response);
   grpc::Status Select(const v1::SelectRequest& request, v1::SelectResponse* response);
+  // Matmuls that went through host staging (ClientOptions::host_staging) so far.
+  int64_t staged_calls() const { return staging_ == nullptr ? 0 : staging_->staged_calls(); }
 
   // Opens a session on the fd socket beside options().server (a unix: address;
   // FAILED_PRECONDITION otherwise); every later call carries its token.
@@ -120,10 +138,19 @@ class ArbiterClient {
   const ClientOptions& options() const { return options_; }
 
  private:
-  // Token metadata and deadline.
-  void Prepare(grpc::ClientContext* context) const;
+  friend class HostStaging;  // its calls carry its own session's token
+
+  // Token metadata and deadline; the session's token is `session`'s.
+  void Prepare(grpc::ClientContext* context) const { PrepareAs(session_.get(), context); }
+  void PrepareAs(const Session* session, grpc::ClientContext* context) const;
   // Sends `request` raw; the reply's bytes in `reply`.
-  grpc::Status MatmulCall(const v1::MatmulRequest& request, grpc::ByteBuffer* reply);
+  grpc::Status MatmulCallAs(const Session* session, const v1::MatmulRequest& request,
+                            grpc::ByteBuffer* reply);
+  grpc::Status RegisterRegionAs(const Session* session, const v1::RegisterRegionRequest& request,
+                                v1::Region* region);
+  grpc::Status RegisterFdAs(Session* session, int fd, v1::RegionKind kind, int64_t bytes,
+                            const std::string& label, v1::Region* region);
+  grpc::Status UnregisterRegionAs(const Session* session, const std::string& id);
 
   const ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -131,6 +158,7 @@ class ArbiterClient {
   std::unique_ptr<v1::Admin::Stub> admin_;
   const grpc::internal::RpcMethod matmul_;  // Dispatch/Matmul, sent and received raw
   std::unique_ptr<Session> session_;  // set once, by OpenSession
+  std::unique_ptr<HostStaging> staging_;  // unix: addresses with host_staging on
 };
 
 // Strings lent to gRPC as slices, no copy made: the destructor waits until

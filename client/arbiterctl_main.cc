@@ -41,6 +41,8 @@ int main(int argc, char** argv) {
 
   arbiter::client::ClientOptions options;
   options.server = args.Get("server", options.server);
+  // --operands inline means the bytes in the messages: one call gains nothing from a staging buffer.
+  options.host_staging = false;
   if (args.Has("token-file") && !ReadToken(args.Get("token-file"), &options.token)) {
     std::cerr << "arbiterctl: --token-file " << args.Get("token-file")
               << ": cannot read a token from it\n";

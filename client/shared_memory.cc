@@ -10,7 +10,7 @@
 namespace arbiter::client {
 
 grpc::Status SharedMemory::Create(size_t bytes, const std::string& name,
-                                  std::unique_ptr<SharedMemory>* out) {
+                                  std::unique_ptr<SharedMemory>* out, bool populate) {
   auto fail = [](const std::string& what) {
     return grpc::Status(grpc::StatusCode::INTERNAL, "shared memory: " + what + ": " + std::strerror(errno));
   };
@@ -23,7 +23,7 @@ grpc::Status SharedMemory::Create(size_t bytes, const std::string& name,
     close(fd);
     return s;
   }
-  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
   if (data == MAP_FAILED) {
     grpc::Status s = fail("mmap");
     close(fd);

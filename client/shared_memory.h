@@ -18,9 +18,10 @@ namespace arbiter::client {
 
 class SharedMemory {
  public:
-  // `bytes` of zeroed shared memory named `name` (shown in /proc, for debugging).
+  // `bytes` of zeroed shared memory named `name` (shown in /proc, for debugging);
+  // `populate`: its pages made and mapped now, not on first touch.
   static grpc::Status Create(size_t bytes, const std::string& name,
-                             std::unique_ptr<SharedMemory>* out);
+                             std::unique_ptr<SharedMemory>* out, bool populate = false);
   ~SharedMemory();
   SharedMemory(const SharedMemory&) = delete;
   SharedMemory& operator=(const SharedMemory&) = delete;

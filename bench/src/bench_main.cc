@@ -89,6 +89,9 @@ ABSL_FLAG(int, matmul_repeats, 5, "service: Matmul calls per path and size (medi
 ABSL_FLAG(std::string, wire_mib, "",
           "service: request sizes (MiB) of the wire rows, f32 1x1xK Matmuls whose kernel is next "
           "to nothing (default 16,64,256 on cuda, 4,16 on cpu; \",\": none)");
+ABSL_FLAG(int64_t, service_staging_min_bytes, 1 << 20,
+          "service: the staged rows' client stages Matmuls of at least this many bytes of A, B "
+          "and C (the client library's default; sizes below get no staged row)");
 ABSL_FLAG(std::string, daemon_flags, "",
           "service: more flags for each arbiterd it starts, comma list (e.g. --launch_graphs=0)");
 ABSL_FLAG(std::string, zero_copy, "auto",
@@ -443,6 +446,7 @@ int main(int argc, char** argv) {
                                                            : "128,256,512")
                                                     : absl::GetFlag(FLAGS_matmul_sizes));
     so.matmul_repeats = absl::GetFlag(FLAGS_matmul_repeats);
+    so.staging_min_bytes = absl::GetFlag(FLAGS_service_staging_min_bytes);
     for (absl::string_view f : absl::StrSplit(absl::GetFlag(FLAGS_daemon_flags), ',', absl::SkipEmpty())) {
       so.daemon_flags.emplace_back(f);
     }
@@ -565,7 +569,10 @@ int main(int argc, char** argv) {
             "p50 and p99 over every call, and the daemon's CPU time per call from /proc:\n\n"
          << service->rpc.Markdown() << "\nMatmul end to end against the same work in-process "
          << "(copy in, the kernel the daemon served, copy out). Paths: bytes = the operands in the "
-         << "request and C in the reply; host region = A, B and C in host shared memory (a sealed "
+         << "request and C in the reply; staged = the same bytes-path call from a client library "
+         << "as it comes (host staging, on the unix socket from 1 MiB of A, B and C): A and B "
+         << "copied into the client's registered host buffer, C out of it, over up to 8 threads, "
+         << "inside each timed call; host region = A, B and C in host shared memory (a sealed "
          << "memfd region, on the unix socket) that the daemon copies to its device and back, the "
          << "client's operands already there; + client copies = the client also copies A and B "
          << "into it and C out of it inside each timed call (one thread's memcpy):\n\n"

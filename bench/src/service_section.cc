@@ -21,11 +21,16 @@
 namespace arbiter::bench {
 namespace {
 
-// A client of its own connection, as a separate client process would have.
-client::ClientOptions Options(const std::string& server) {
+// A client of its own connection, as a separate client process would have;
+// every Matmul's bytes in its messages unless `staging` (the library's default
+// on a Unix socket: client/host_staging.h).
+client::ClientOptions Options(const std::string& server, bool staging = false,
+                              int64_t staging_min_bytes = 0) {
   client::ClientOptions o;
   o.server = server;
   o.own_connection = true;
+  o.host_staging = staging;
+  if (staging) o.host_staging_min_bytes = staging_min_bytes;
   return o;
 }
 
@@ -121,14 +126,18 @@ absl::Status WireRows(client::ArbiterClient& ctl, int metrics_port, const std::s
   return absl::OkStatus();
 }
 
-// The bytes-path row of one size: `o.matmul_repeats` timed Matmuls of `p` on
-// `a` and `b` (after one that measures the bucket), the last reply checked,
-// against the same work in-process, with the daemon's mean stages over them.
-// Returns the in-process time.
+// The row of one size on `path`: `o.matmul_repeats` timed Matmuls of `p` on
+// `a` and `b` as bytes (after one that measures the bucket), the last reply
+// checked, against the same work in-process (`local`, measured here when 0),
+// with the daemon's mean stages over them. Path "bytes": `ctl` sends A and B
+// in the request and gets C in the reply; "staged": `ctl` stages them through
+// its host buffer. Returns the in-process time.
 absl::StatusOr<double> MatmulRow(BenchDevice& dev, client::ArbiterClient& ctl, int metrics_port,
-                                 const std::string& transport, const ServiceOptions& o,
-                                 const Problem& p, const std::vector<uint8_t>& a,
-                                 const std::vector<uint8_t>& b, Table* table) {
+                                 const std::string& transport, const std::string& path,
+                                 const ServiceOptions& o, const Problem& p,
+                                 const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
+                                 double local, Table* table) {
+  const int64_t staged_before = ctl.staged_calls();
   const v1::MatmulRequest req = BytesRequest(p, a, b);
   v1::MatmulResponse resp;
   // C into the caller's memory, as the in-process comparison has it (MatmulInto).
@@ -150,24 +159,37 @@ absl::StatusOr<double> MatmulRow(BenchDevice& dev, client::ArbiterClient& ctl, i
   }
   ASSIGN_OR_RETURN(const StageTotals after, ScrapeStages(metrics_port));
   RETURN_IF_ERROR(CheckReply(ctl, req.problem(), {req.a(), req.b()}, c, resp.candidate(),
-                             absl::StrCat("Matmul ", p.ToString(), " on ", transport)));
-  ASSIGN_OR_RETURN(double local, InProcess(dev, p, resp.candidate(), a, b, o.matmul_repeats));
+                             absl::StrCat("Matmul ", p.ToString(), " on ", transport, " (", path, ")")));
+  const int64_t staged = ctl.staged_calls() - staged_before;
+  if (staged != (path == "staged" ? o.matmul_repeats + 1 : 0)) {
+    return absl::InternalError(absl::StrCat("Matmul ", p.ToString(), " on ", transport, " (", path,
+                                            "): ", staged, " of ", o.matmul_repeats + 1,
+                                            " calls staged"));
+  }
+  if (local == 0) {
+    ASSIGN_OR_RETURN(local, InProcess(dev, p, resp.candidate(), a, b, o.matmul_repeats));
+  }
   const double e = Summarize(e2e).median;
-  std::vector<std::string> row = {transport, "bytes", DTypeName(p.dtype), absl::StrCat(p.n),
+  std::vector<std::string> row = {transport, path, DTypeName(p.dtype), absl::StrCat(p.n),
                                   resp.candidate(), Sci(e), Sci(local), Fixed(e / local, 3),
                                   Sci(Summarize(device).median)};
   const double daemon = AppendStageMeans(before, after, &row);
   row.push_back(Sci(std::max(0.0, e - daemon)));
   table->Add(row);
-  if (o.verbose) std::cerr << "service " << transport << " matmul " << p << ": " << Fixed(e / local, 2) << "x\n";
+  if (o.verbose) {
+    std::cerr << "service " << transport << " matmul " << path << " " << p << ": "
+              << Fixed(e / local, 2) << "x\n";
+  }
   return local;
 }
 
-// Matmul end to end, bytes path, against the same work in-process: a row per
-// size of `o.matmul_sizes`. Returns the operands if the zero-copy rows follow
-// (on the Unix socket, if asked), so they see the same.
+// Matmul end to end against the same work in-process, a row per size of
+// `o.matmul_sizes`: the bytes path, and where `staging` is given (the Unix
+// socket) the same requests staged by it. Returns the operands if the
+// zero-copy rows follow (on the Unix socket, if asked), so they see the same.
 absl::StatusOr<std::vector<ZeroCopyOperands>> MatmulRows(BenchDevice& dev,
                                                          client::ArbiterClient& ctl,
+                                                         client::ArbiterClient* staging,
                                                          int metrics_port,
                                                          const std::string& transport,
                                                          const ServiceOptions& o, Table* table) {
@@ -178,7 +200,14 @@ absl::StatusOr<std::vector<ZeroCopyOperands>> MatmulRows(BenchDevice& dev,
     FillRandom(p.dtype, a.data(), p.m * p.k, 1);
     FillRandom(p.dtype, b.data(), p.k * p.n, 2);
     ASSIGN_OR_RETURN(const double local,
-                     MatmulRow(dev, ctl, metrics_port, transport, o, p, a, b, table));
+                     MatmulRow(dev, ctl, metrics_port, transport, "bytes", o, p, a, b, 0, table));
+    if (staging != nullptr &&
+        static_cast<int64_t>(p.a_bytes() + p.b_bytes() + p.c_bytes()) >=
+            staging->options().host_staging_min_bytes) {
+      RETURN_IF_ERROR(
+          MatmulRow(dev, *staging, metrics_port, transport, "staged", o, p, a, b, local, table)
+              .status());
+    }
     if (o.zero_copy && transport == "unix") sizes.push_back({p, std::move(a), std::move(b), local});
   }
   return sizes;
@@ -267,8 +296,13 @@ absl::Status RunTransport(BenchDevice& dev, const ServiceOptions& o, const Trans
   const Daemon& daemon = *served.daemon;
   RETURN_IF_ERROR(AddRpcRows(t.name, served.target, select_problem, load,
                              [&daemon] { return daemon.CpuSeconds(); }, &out->rpc));
+  // On the Unix socket, the client library as it comes: bytes-path Matmuls staged.
+  std::unique_ptr<client::ArbiterClient> staging;
+  if (t.name == "unix") {
+    staging = std::make_unique<client::ArbiterClient>(Options(served.target, true, o.staging_min_bytes));
+  }
   ASSIGN_OR_RETURN(const std::vector<ZeroCopyOperands> sizes,
-                   MatmulRows(dev, ctl, served.metrics_port, t.name, o, &out->matmul));
+                   MatmulRows(dev, ctl, staging.get(), served.metrics_port, t.name, o, &out->matmul));
   RETURN_IF_ERROR(WireRows(ctl, served.metrics_port, t.name, o, &out->wire));
   if (!o.zero_copy || t.name != "unix") return absl::OkStatus();
   RETURN_IF_ERROR(AddZeroCopyRows(ctl, t.name, served.target, served.metrics_port, sizes,

@@ -36,6 +36,7 @@ struct ServiceOptions {
   std::vector<int64_t> matmul_sizes = {256, 512, 1024};  // n of n^3
   int matmul_repeats = 5;                     // each path, median of this many calls
   bool zero_copy = false;                     // the zero-copy rows (regions on the unix socket)
+  int64_t staging_min_bytes = 1 << 20;        // the staged rows' client: its host_staging_min_bytes
   std::vector<int64_t> wire_mib = {16, 64, 256};  // request sizes of the wire rows; empty: none
   std::vector<std::string> daemon_flags;     // more flags for each arbiterd started, e.g. --launch_graphs=0
   bool verbose = true;

@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$bench" --backend=cpu --grid=tiny --shapes="$root/tests/bench/smoke-shapes.txt" \
   --out="$out" --cpu_threads=1 --warmup=1 --min_samples=2 --max_samples=3 \
   --device_budget_s=0.01 --wall_budget_s=0.05 --peak_squares=64 --arbiterd="$arbiterd" --concurrency=1,2 \
-  --service_seconds=0.2 --matmul_sizes=32,64 --matmul_repeats=2 --wire_mib=1 --zero_copy=on \
+  --service_seconds=0.2 --matmul_sizes=32,64 --matmul_repeats=2 --wire_mib=1 --zero_copy=on --service_staging_min_bytes=0 \
   --tuning_shapes=32x32x32:f32 --tuning_repeats=1 --quiet >"$out/stdout.txt" \
   || fail "arbiter-bench exited $?: $(tail -5 "$out/stdout.txt")"
 
@@ -53,8 +53,10 @@ done
 grep -q "fnv1a64" "$out/method.csv" || fail "method.csv: shape list hash missing"
 # Both transports, both RPCs, both concurrencies; Matmul at both sizes on both transports.
 (( $(tail -n +2 "$out/service_rpc.csv" | wc -l) == 8 )) || fail "service_rpc.csv: want 8 rows"
-# Then host shared memory on the unix socket at both sizes, without and with the client's copies.
-(( $(tail -n +2 "$out/service_matmul.csv" | wc -l) == 8 )) || fail "service_matmul.csv: want 8 rows"
+# Then, on the unix socket at both sizes, the client library's staged calls, and host shared
+# memory without and with the client's copies.
+(( $(tail -n +2 "$out/service_matmul.csv" | wc -l) == 10 )) || fail "service_matmul.csv: want 10 rows"
+grep -q "^unix,staged,f32,32," "$out/service_matmul.csv" || fail "service_matmul.csv: no staged row"
 grep -q "^unix,host region,f32,64," "$out/service_matmul.csv" || fail "service_matmul.csv: no host region row"
 grep -q "^unix,host region + client copies,f32,32," "$out/service_matmul.csv" \
   || fail "service_matmul.csv: no host region + client copies row"

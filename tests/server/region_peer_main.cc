@@ -9,7 +9,8 @@
 //       registers a memfd region of BYTES, prints its id, and waits on stdin
 //       (the test kills it to show a dead process's regions are released).
 //   region_peer SERVER matmul M N
-//       one f32 Matmul M x N x 1 with inline operands (C is M*N*4 bytes back);
+//       one f32 Matmul M x N x 1 with inline operands (C is M*N*4 bytes back in
+//       the reply: host staging off);
 //       prints its status code when it returns (the test stops this process
 //       while the reply is on its way, to show shutdown does not wait for it).
 #include <unistd.h>
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   client::ClientOptions options;
   options.server = argv[1];
   options.deadline_seconds = 30;
+  options.host_staging = false;  // every byte through the socket, as the tests expect
   client::ArbiterClient client(options);
   if (grpc::Status s = client.OpenSession(); !s.ok()) {
     std::cerr << "session: " << s.error_message() << "\n";

@@ -30,6 +30,7 @@
 #include "client/matmul_check.h"
 #include "client/shared_memory.h"
 #include "server/daemon.h"
+#include "tests/server/metrics_scrape.h"
 #include "tests/kernels/registry/planted_candidates.h"
 
 extern char** environ;
@@ -157,32 +158,6 @@ TEST_F(RegionsTest, AMatmulOnRegionsWritesCInPlaceAndMatchesTheReference) {
                           client::DefaultBudget(v1::DTYPE_F32), all);
   EXPECT_TRUE(check.passed()) << check.first_failure;
   EXPECT_EQ(check.checked, l.m * l.n);
-}
-
-// One GET /metrics from 127.0.0.1:port; the raw response.
-std::string Scrape(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
-    (void)!write(fd, request.data(), request.size());
-    char buf[4096];
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) response.append(buf, n);
-  }
-  close(fd);
-  return response;
-}
-
-// How many Matmuls recorded `stage` in arbiter_dispatch_stage_seconds; -1: no such series.
-double StageCount(const std::string& scrape, const std::string& stage) {
-  const std::string series = "\narbiter_dispatch_stage_seconds_count{stage=\"" + stage + "\"} ";
-  const size_t at = scrape.find(series);
-  if (at == std::string::npos) return -1;
-  return std::stod(scrape.substr(at + series.size()));
 }
 
 TEST_F(RegionsTest, AZeroCopyMatmulRecordsItsDeviceStagesAndNoCopies) {
