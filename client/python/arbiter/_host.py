@@ -38,10 +38,8 @@ def align_up(offset):
 
 
 # One thread's copy moves ~4-5 GB/s (bound by its outstanding misses, not by memory bandwidth): large
-# copies are split over a few threads, numpy releasing the GIL inside each part. Parts of 4 MiB or more:
-# on the H200 host, 1 MiB parts made 2 MiB operands slower than one thread (1.5-1.9 against 1.3 ms end
-# to end at 1024^3 bf16) while 32 MiB ones went from 26 to 8.7 ms.
-_COPY_PART_BYTES = 4 << 20
+# copies are split over a few threads, numpy releasing the GIL inside each part.
+_COPY_PART_BYTES = 1 << 20
 _COPY_THREADS = max(1, min(8, os.cpu_count() or 1))
 _copy_pool = None
 _copy_pool_lock = threading.Lock()
