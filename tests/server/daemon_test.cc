@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "client/arbiter_client.h"
+#include "tests/server/metrics_scrape.h"
 
 namespace arbiter::server {
 namespace {
@@ -58,24 +59,6 @@ TEST(DaemonTest, AfterShutdownTheServerNoLongerAnswers) {
   (*daemon)->Shutdown();  // idempotent
   client::HealthStatus status;
   EXPECT_FALSE(client.Health("", &status).ok());
-}
-
-// One HTTP/1.1 request to 127.0.0.1:port; the raw response.
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
-    (void)!write(fd, request.data(), request.size());
-    char buf[4096];
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) response.append(buf, n);
-  }
-  close(fd);
-  return response;
 }
 
 TEST(DaemonTest, MetricsAreServedOverHttpWhenAsked) {

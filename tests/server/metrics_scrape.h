@@ -13,8 +13,8 @@
 
 namespace arbiter::server {
 
-// One GET /metrics from 127.0.0.1:port; the raw response.
-inline std::string Scrape(int port) {
+// One HTTP/1.1 GET of `path` from 127.0.0.1:port; the raw response.
+inline std::string HttpGet(int port, const std::string& path) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -22,7 +22,7 @@ inline std::string Scrape(int port) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string response;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
     (void)!write(fd, request.data(), request.size());
     char buf[4096];
     for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) response.append(buf, n);
@@ -30,6 +30,9 @@ inline std::string Scrape(int port) {
   close(fd);
   return response;
 }
+
+// One GET /metrics; the raw response.
+inline std::string Scrape(int port) { return HttpGet(port, "/metrics"); }
 
 // How many Matmuls recorded `stage` in arbiter_dispatch_stage_seconds; -1: no such series.
 inline double StageCount(const std::string& scrape, const std::string& stage) {
