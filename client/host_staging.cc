@@ -34,12 +34,12 @@ size_t OperandBytes(const v1::Problem& p, int64_t rows, int64_t cols) {
 }
 
 // The daemon's answers that say it takes no host memory of this process: no
-// memfd regions on its backend, or its quotas for them.
+// memfd regions on its backend, no sessions for it. (RESOURCE_EXHAUSTED, its
+// quotas, says only that this much is too much.)
 bool RefusesHostMemory(const grpc::Status& s) {
   switch (s.error_code()) {
     case grpc::StatusCode::FAILED_PRECONDITION:
     case grpc::StatusCode::UNIMPLEMENTED:
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
     case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::PERMISSION_DENIED:
       return true;
@@ -143,7 +143,7 @@ std::optional<grpc::Status> HostStaging::Matmul(const v1::MatmulRequest& request
 
 HostStaging::Buffer* HostStaging::Acquire(size_t bytes, grpc::Status* why) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (off_) return nullptr;
+  if (off_ || bytes >= too_large_) return nullptr;
   // Buffers of a session the daemon forgot go as they come free.
   std::erase_if(buffers_, [&](const std::unique_ptr<Buffer>& b) {
     return !b->busy && b->session != session_;
@@ -184,6 +184,8 @@ HostStaging::Buffer* HostStaging::Acquire(size_t bytes, grpc::Status* why) {
   if (!why->ok()) {
     if (SessionForgotten(*why)) {
       session_.reset();  // the next call opens a new one
+    } else if (why->error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      too_large_ = std::min(too_large_, bytes);  // over this process's quota: such calls go as bytes
     } else if (RefusesHostMemory(*why)) {
       off_ = true;
     }

@@ -12,8 +12,8 @@
 // goes as bytes. The session opens with the first staged call. When the daemon
 // no longer knows it (it restarted), the call opens a new session and buffer
 // and is retried once. A daemon that takes no host memory of this process (a
-// backend that maps none, its host-memory quota) turns staging off for this
-// client: bytes from then on.
+// backend that maps none) turns staging off for this client: bytes from then
+// on; a buffer its quota refuses sends calls that need as much as bytes.
 //
 // Owned by ArbiterClient; the daemon releases the buffers' regions when this
 // object (its session) goes. Thread-safe: internal synchronization; copies of
@@ -86,6 +86,7 @@ class HostStaging {
   std::shared_ptr<Session> session_;             // guarded by mu_; null until first needed
   std::vector<std::unique_ptr<Buffer>> buffers_;  // guarded by mu_
   bool off_ = false;                              // guarded by mu_
+  size_t too_large_ = SIZE_MAX;                   // guarded by mu_: the least the daemon's quota refused
   int64_t staged_ = 0;                            // guarded by mu_
 
   std::mutex copy_mu_;                 // one call's copy at a time on pool_

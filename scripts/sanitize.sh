@@ -3,11 +3,12 @@
 # clang, only the test targets run here):
 #   build-asan/  ASan + UBSan + LSan (shared with scripts/fuzz.sh: ARBITER_FUZZ=ON implies
 #                both, configured the same way, so the fuzz targets' libraries are reused)
-#                every GPU-free test binary: engine, store, server, CPU backend and kernel, the
+#                every GPU-free test binary: engine, store, server, client, base, CPU backend and kernel, the
 #                daemon's logging and faults integration tests (their arbiterd sanitized too); with
 #                ARBITER_SANITIZE_SLOW=1 also the CPU candidates and the other integration tests
-#   build-tsan/  TSan: engine_tests and server_tests, where our threads meet (tuner, watchdog,
-#                journal, stores; gRPC's threads, interceptors, shutdown)
+#   build-tsan/  TSan: engine_tests, server_tests, client_tests and base_tests, where our threads
+#                meet (tuner, watchdog, journal, stores; gRPC's threads, interceptors, shutdown; the
+#                client's staging buffers and copy threads)
 # tests/sanitize/lsan.supp and tsan.supp list what is suppressed, one reason per entry: only
 # Debian's uninstrumented libraries (gRPC, protobuf, OpenSSL, abseil's refcounts), never a report
 # with both accesses in our code. Every process writes its reports under
@@ -90,12 +91,12 @@ run() {  # run STAGE DIR BINARY...
 
 # The GPU-free test binaries (those `ctest -LE gpu` runs, less the Python and shell ones). The two
 # slowest under ASan run with ARBITER_SANITIZE_SLOW=1 only (by hand; CI's time: RESULTS.md).
-asan_tests=(engine_tests store_tests server_tests cpu_backend_tests cpu_blocked_tests
-            logging_integration_tests faults_integration_tests)
+asan_tests=(engine_tests store_tests server_tests client_tests base_tests cpu_backend_tests
+            cpu_blocked_tests logging_integration_tests faults_integration_tests)
 if [[ ${ARBITER_SANITIZE_SLOW:-0} != 0 ]]; then
   asan_tests+=(cpu_candidates_tests integration_tests)
 fi
-tsan_tests=(engine_tests server_tests)
+tsan_tests=(engine_tests server_tests client_tests base_tests)
 
 for stage in "${stages[@]}"; do
   start=$SECONDS

@@ -259,20 +259,26 @@ TEST_F(HostStagingTest, AfterADaemonRestartTheNextCallStagesOnANewSession) {
   EXPECT_EQ(StagingRegions().size(), 1u);
 }
 
-TEST_F(HostStagingTest, ADaemonThatTakesNoHostMemoryOfOursGetsBytes) {
-  options_.arbiter.regions.max_host_bytes_per_peer = 4096;  // less than any staging buffer here
+TEST_F(HostStagingTest, ACallOverTheHostMemoryQuotaGoesAsBytesAndSmallerOnesStillStage) {
+  options_.arbiter.regions.max_host_bytes_per_peer = 16 << 10;
   Start();
   auto client = Client();
   client::Operands ops;
-  const v1::MatmulRequest request = Request(40, 50, 60, 13, &ops);
+  const v1::MatmulRequest large = Request(40, 50, 60, 13, &ops);  // 29760 bytes staged: refused
   v1::MatmulResponse response;
   for (int call = 0; call < 2; ++call) {
-    const grpc::Status s = client->Matmul(request, &response);
+    const grpc::Status s = client->Matmul(large, &response);
     ASSERT_TRUE(s.ok()) << s.error_message();
-    EXPECT_TRUE(Correct(request, ops, response.c()));
+    EXPECT_TRUE(Correct(large, ops, response.c()));
   }
   EXPECT_EQ(client->staged_calls(), 0);
   EXPECT_TRUE(StagingRegions().empty());
+
+  const v1::MatmulRequest small = Request(16, 24, 20, 14, &ops);  // 4736 bytes: within the quota
+  ASSERT_TRUE(client->Matmul(small, &response).ok());
+  EXPECT_TRUE(Correct(small, ops, response.c()));
+  EXPECT_EQ(client->staged_calls(), 1) << "one refusal of a large buffer does not turn staging off";
+  EXPECT_EQ(StagingRegions().size(), 1u);
 }
 
 }  // namespace
