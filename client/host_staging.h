@@ -70,13 +70,14 @@ class HostStaging {
   void Release(Buffer* buffer);
   // The daemon forgot `buffer`'s session: drop the session and its buffers.
   void Forget(Buffer* buffer);
-  // Each of `ranges` copied, the whole split over the copy threads.
+  // Each of `ranges` copied, the whole split over the copy threads; `streaming`:
+  // stores that bypass the caches (memory a DMA reads next).
   struct Range {
     char* to;
     const char* from;
     size_t bytes;
   };
-  void Copy(const std::vector<Range>& ranges);
+  void Copy(const std::vector<Range>& ranges, bool streaming);
 
   ArbiterClient* const client_;
   const int64_t min_bytes_;

@@ -157,9 +157,10 @@ TEST_F(HostStagingTest, MatmulIntoWritesTheCallersMemoryAndTheBufferIsReusedThen
 TEST_F(HostStagingTest, OperandsCopiedInPartsOverSeveralThreadsArriveWhole) {
   Start();
   auto client = Client();
-  // Long A and B rows (1 MiB together: parts that straddle the end of A), then a
-  // wide C (1 MiB) copied out in parts.
-  for (auto [m, n, k] : {std::tuple{4, 4, 32768}, std::tuple{512, 512, 2}}) {
+  // Long A and B rows (1 MiB together: parts that straddle the end of A; with
+  // K odd, parts that start off B's 16-byte alignment), then a wide C (1 MiB)
+  // copied out in parts.
+  for (auto [m, n, k] : {std::tuple{4, 4, 32768}, std::tuple{1, 3, 65537}, std::tuple{512, 512, 2}}) {
     client::Operands ops;
     const v1::MatmulRequest request = Request(m, n, k, 17, &ops);
     v1::MatmulResponse response;
@@ -167,7 +168,7 @@ TEST_F(HostStagingTest, OperandsCopiedInPartsOverSeveralThreadsArriveWhole) {
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_TRUE(Correct(request, ops, response.c())) << m << "x" << n << "x" << k;
   }
-  EXPECT_EQ(client->staged_calls(), 2);
+  EXPECT_EQ(client->staged_calls(), 3);
 }
 
 TEST_F(HostStagingTest, SmallTcpMalformedAndResidentTensorRequestsGoAsBytes) {
