@@ -109,8 +109,9 @@ bool HostStaging::off() const {
 
 std::optional<grpc::Status> HostStaging::Matmul(const v1::MatmulRequest& request, void* c,
                                                 size_t c_bytes, v1::MatmulResponse* response) {
+  // Refs, events and event slots belong to the caller's own session, not staging's.
   if (request.has_a_ref() || request.has_b_ref() || request.has_c_ref() ||
-      !request.wait_event().empty() ||
+      !request.wait_event().empty() || request.done_event_slots_size() > 0 ||
       (request.completion() != v1::COMPLETION_UNSPECIFIED &&
        request.completion() != v1::COMPLETION_SYNC)) {
     return std::nullopt;
@@ -141,7 +142,6 @@ std::optional<grpc::Status> HostStaging::Matmul(const v1::MatmulRequest& request
     *staged.mutable_problem() = p;
     staged.set_required_determinism(request.required_determinism());
     staged.set_tuning(request.tuning());
-    *staged.mutable_done_event_slots() = request.done_event_slots();
     SetRef(staged.mutable_a_ref(), buffer->region, a_at);
     SetRef(staged.mutable_b_ref(), buffer->region, b_at);
     SetRef(staged.mutable_c_ref(), buffer->region, c_at);

@@ -53,9 +53,9 @@ class HostStaging {
 
   // Runs `request` staged, C into `c` (exactly `c_bytes`) or, when `c` is null,
   // into response->c(). nullopt when staging does not apply and the caller sends
-  // bytes: a request that names regions, tensors or events, whose A or B is not
-  // the size its problem says (the daemon names the mismatch), smaller than
-  // min_bytes, every buffer busy, or staging off.
+  // bytes: a request that names regions, tensors, events or event slots (its own
+  // session's), whose A or B is not the size its problem says (the daemon names
+  // the mismatch), smaller than min_bytes, every buffer busy, or staging off.
   std::optional<grpc::Status> Matmul(const v1::MatmulRequest& request, void* c, size_t c_bytes,
                                      v1::MatmulResponse* response);
 

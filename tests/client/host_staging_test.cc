@@ -171,7 +171,7 @@ TEST_F(HostStagingTest, OperandsCopiedInPartsOverSeveralThreadsArriveWhole) {
   EXPECT_EQ(client->staged_calls(), 3);
 }
 
-TEST_F(HostStagingTest, SmallTcpMalformedAndResidentTensorRequestsGoAsBytes) {
+TEST_F(HostStagingTest, SmallTcpMalformedEventSlotAndResidentTensorRequestsGoAsBytes) {
   Start();
   client::Operands ops;
   const v1::MatmulRequest request = Request(8, 8, 8, 1, &ops);
@@ -198,6 +198,13 @@ TEST_F(HostStagingTest, SmallTcpMalformedAndResidentTensorRequestsGoAsBytes) {
   const grpc::Status refused = client->Matmul(wrong, &response);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(refused.error_message().find("a"), std::string::npos) << refused.error_message();
+  EXPECT_EQ(client->staged_calls(), 0);
+
+  // Completion-event slots are the caller's session's: such a request is not staged (the
+  // daemon answers it as it would any bytes-path call naming them).
+  v1::MatmulRequest slots = request;
+  slots.add_done_event_slots(0);
+  client->Matmul(slots, &response);
   EXPECT_EQ(client->staged_calls(), 0);
 
   // B a resident tensor (of the client's own session): A goes as bytes beside it.
