@@ -1,19 +1,15 @@
 #include "client/host_staging.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <cstring>
 #include <thread>
 #include <utility>
 
+#include "base/streaming_copy.h"
 #include "client/arbiter_client.h"
 #include "client/dtype_codec.h"
 #include "client/session.h"
 #include "client/shared_memory.h"
-
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
 
 namespace arbiter::client {
 
@@ -56,33 +52,6 @@ bool RefusesHostMemory(const grpc::Status& s) {
 bool SessionForgotten(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::UNAUTHENTICATED &&
          s.error_message().find("no such session") != std::string::npos;
-}
-
-// memcpy whose stores bypass the caches (x86-64 non-temporal stores), for A
-// and B on their way into the buffer: the daemon's GPU then reads them by DMA
-// from memory. Left dirty in this core's caches, every line the DMA reads is
-// snooped out of them - on the H200 host that took a 4 MiB copy to the device
-// from ~50 us to 210-290 us.
-void StreamingCopy(char* to, const char* from, size_t n) {
-#if defined(__x86_64__)
-  const size_t head = std::min(n, (16 - reinterpret_cast<uintptr_t>(to) % 16) % 16);
-  std::memcpy(to, from, head);
-  to += head, from += head, n -= head;
-  for (; n >= 64; n -= 64, to += 64, from += 64) {
-    const __m128i* in = reinterpret_cast<const __m128i*>(from);
-    __m128i* out = reinterpret_cast<__m128i*>(to);
-    const __m128i x0 = _mm_loadu_si128(in), x1 = _mm_loadu_si128(in + 1);
-    const __m128i x2 = _mm_loadu_si128(in + 2), x3 = _mm_loadu_si128(in + 3);
-    _mm_stream_si128(out, x0);
-    _mm_stream_si128(out + 1, x1);
-    _mm_stream_si128(out + 2, x2);
-    _mm_stream_si128(out + 3, x3);
-  }
-  std::memcpy(to, from, n);
-  _mm_sfence();  // the streamed stores visible before the call that names them
-#else
-  std::memcpy(to, from, n);
-#endif
 }
 
 void SetRef(v1::OperandRef* ref, const std::string& region, size_t offset) {
