@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "base/streaming_copy.h"
-
 namespace arbiter {
 
 HostGather::HostGather(absl::Span<const HostPiece> pieces) : pieces_(pieces) {
@@ -37,7 +35,7 @@ void HostGather::CopySerial(size_t offset, size_t n, char* dst) const {
   size_t within = offset - (i == 0 ? 0 : ends_[i - 1]);
   while (n > 0) {
     const size_t take = std::min(n, pieces_[i].bytes - within);
-    StreamingCopy(dst, static_cast<const char*>(pieces_[i].data) + within, take);
+    std::memcpy(dst, static_cast<const char*>(pieces_[i].data) + within, take);
     dst += take;
     n -= take;
     within = 0;

@@ -4,8 +4,6 @@
 // just written by the kernel's socket reads into pinned staging (the H200
 // host's h2d stage, 16 MiB in 3 ms); the copy is bound by one core's
 // outstanding misses, not by memory bandwidth, so parts on other cores add up.
-// Its stores bypass the caches (base/streaming_copy.h): the destination is
-// staging a DMA reads next.
 //
 // Holds a view of the pieces (they must outlive it) and their running ends.
 // Thread-compatible: const methods may run concurrently.
