@@ -51,14 +51,13 @@ struct ClientOptions {
   // A connection of its own; otherwise gRPC shares one among this process's
   // clients of the same server and settings.
   bool own_connection = false;
-  // Same node (a unix: address): a bytes-path Matmul whose A, B and C together
-  // are at least host_staging_min_bytes goes through host shared memory this
-  // client keeps registered with the daemon - A and B copied in, C out, over
-  // host_staging_threads threads - instead of inside the gRPC messages
-  // (client/host_staging.h). false: every Matmul carries its bytes.
+  // Same node (a unix: address): a large bytes-path Matmul goes through host
+  // shared memory this client keeps registered with the daemon - A and B copied
+  // in, C out - instead of inside the gRPC messages (client/host_staging.h).
+  // false: every Matmul carries its bytes.
   bool host_staging = true;
-  int64_t host_staging_min_bytes = 1 << 20;
-  int host_staging_threads = 0;  // 0: min(8, the host's cores)
+  int64_t host_staging_min_bytes = 1 << 20;  // A, B and C together; smaller calls go as bytes
+  int host_staging_threads = 0;              // the copies' threads; 0: min(8, the host's cores)
 };
 
 // grpc.health.v1.HealthCheckResponse.ServingStatus.
