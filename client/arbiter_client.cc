@@ -155,14 +155,7 @@ grpc::Status SplitMatmulReply(const grpc::ByteBuffer& reply, wire::SplitMessage*
 // C's bytes for `request`'s problem; 0 when its fields cannot say (the daemon refuses those).
 size_t CBytesOf(const v1::MatmulRequest& request) {
   const v1::Problem& p = request.problem();
-  const size_t element = ElementBytes(p.dtype());
-  size_t bytes = 0;
-  if (p.m() <= 0 || p.n() <= 0 || element == 0 ||
-      __builtin_mul_overflow(static_cast<size_t>(p.m()), static_cast<size_t>(p.n()), &bytes) ||
-      __builtin_mul_overflow(bytes, element, &bytes)) {
-    return 0;
-  }
-  return bytes;
+  return MatrixBytes(p.dtype(), p.m(), p.n());
 }
 
 }  // namespace

@@ -34,6 +34,17 @@ size_t ElementBytes(v1::DType dtype) {
   }
 }
 
+size_t MatrixBytes(v1::DType dtype, int64_t rows, int64_t cols) {
+  const size_t element = ElementBytes(dtype);
+  size_t bytes = 0;
+  if (rows <= 0 || cols <= 0 || element == 0 ||
+      __builtin_mul_overflow(static_cast<size_t>(rows), static_cast<size_t>(cols), &bytes) ||
+      __builtin_mul_overflow(bytes, element, &bytes)) {
+    return 0;
+  }
+  return bytes;
+}
+
 std::string DTypeShortName(v1::DType dtype) {
   switch (dtype) {
     case v1::DTYPE_F32:

@@ -18,6 +18,9 @@ namespace arbiter::client {
 
 // Bytes per element; 0 for DTYPE_UNSPECIFIED or an unknown value.
 size_t ElementBytes(v1::DType dtype);
+// Bytes of a rows x cols matrix of `dtype`; 0 when a dimension is not positive,
+// the dtype unknown, or the product overflows.
+size_t MatrixBytes(v1::DType dtype, int64_t rows, int64_t cols);
 // "f32", "f64", "f16", "bf16"; "unspecified" otherwise.
 std::string DTypeShortName(v1::DType dtype);
 // Accepts the short names above.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "base/streaming_copy.h"
@@ -21,18 +20,6 @@ struct HostStaging::Buffer {
 };
 
 namespace {
-
-// Bytes of an m x n (or m x k ...) operand of `p`'s dtype; 0 when they cannot be said.
-size_t OperandBytes(const v1::Problem& p, int64_t rows, int64_t cols) {
-  const size_t element = ElementBytes(p.dtype());
-  size_t bytes = 0;
-  if (rows <= 0 || cols <= 0 || element == 0 ||
-      __builtin_mul_overflow(static_cast<size_t>(rows), static_cast<size_t>(cols), &bytes) ||
-      __builtin_mul_overflow(bytes, element, &bytes)) {
-    return 0;
-  }
-  return bytes;
-}
 
 // The daemon's answers that say it takes no host memory of this process: no
 // memfd regions on its backend, no sessions for it. (RESOURCE_EXHAUSTED, its
@@ -71,11 +58,6 @@ int64_t HostStaging::staged_calls() const {
   return staged_;
 }
 
-bool HostStaging::off() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return off_;
-}
-
 std::optional<grpc::Status> HostStaging::Matmul(const v1::MatmulRequest& request, void* c,
                                                 size_t c_bytes, v1::MatmulResponse* response) {
   // Refs, events and event slots belong to the caller's own session, not staging's.
@@ -86,9 +68,9 @@ std::optional<grpc::Status> HostStaging::Matmul(const v1::MatmulRequest& request
     return std::nullopt;
   }
   const v1::Problem& p = request.problem();
-  const size_t a_bytes = OperandBytes(p, p.m(), p.k());
-  const size_t b_bytes = OperandBytes(p, p.k(), p.n());
-  const size_t want_c = OperandBytes(p, p.m(), p.n());
+  const size_t a_bytes = MatrixBytes(p.dtype(), p.m(), p.k());
+  const size_t b_bytes = MatrixBytes(p.dtype(), p.k(), p.n());
+  const size_t want_c = MatrixBytes(p.dtype(), p.m(), p.n());
   if (a_bytes == 0 || b_bytes == 0 || want_c == 0 || request.a().size() != a_bytes ||
       request.b().size() != b_bytes || (c != nullptr && c_bytes != want_c)) {
     return std::nullopt;  // the bytes path's refusal names what is wrong
@@ -101,8 +83,7 @@ std::optional<grpc::Status> HostStaging::Matmul(const v1::MatmulRequest& request
   Buffer* buffer = nullptr;
   grpc::Status status;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    grpc::Status why;
-    buffer = Acquire(need, &why);
+    buffer = Acquire(need);
     if (buffer == nullptr) return std::nullopt;
     char* memory = static_cast<char*>(buffer->memory->data());
     Copy({{memory + a_at, request.a().data(), a_bytes}, {memory + b_at, request.b().data(), b_bytes}},
@@ -143,7 +124,7 @@ std::optional<grpc::Status> HostStaging::Matmul(const v1::MatmulRequest& request
   return status;
 }
 
-HostStaging::Buffer* HostStaging::Acquire(size_t bytes, grpc::Status* why) {
+HostStaging::Buffer* HostStaging::Acquire(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (off_ || bytes >= too_large_) return nullptr;
   // Buffers of a session the daemon forgot go as they come free.
@@ -165,30 +146,31 @@ HostStaging::Buffer* HostStaging::Acquire(size_t bytes, grpc::Status* why) {
     client_->UnregisterRegionAs(smaller->session.get(), smaller->region);  // the session's end would too
     std::erase_if(buffers_, [&](const std::unique_ptr<Buffer>& b) { return b.get() == smaller; });
   } else if (buffers_.size() >= kMaxBuffers) {
-    *why = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "every staging buffer is busy");
-    return nullptr;
+    return nullptr;  // every buffer busy
   }
   if (session_ == nullptr) {
     std::unique_ptr<Session> session;
-    *why = Session::Open(FdSocketPathFor(client_->options().server), &session);
-    if (!why->ok()) {
-      off_ = RefusesHostMemory(*why);  // its sessions are full; unreachable: the bytes path says why
+    const grpc::Status opened = Session::Open(FdSocketPathFor(client_->options().server), &session);
+    if (!opened.ok()) {
+      off_ = RefusesHostMemory(opened);  // its sessions are full; unreachable: the bytes path says why
       return nullptr;
     }
     session_ = std::move(session);
   }
   auto buffer = std::make_unique<Buffer>();
-  *why = SharedMemory::Create(size, "arbiter client staging", &buffer->memory, /*populate=*/true);
-  if (!why->ok()) return nullptr;
+  if (!SharedMemory::Create(size, "arbiter client staging", &buffer->memory, /*populate=*/true).ok()) {
+    return nullptr;
+  }
   v1::Region region;
-  *why = client_->RegisterFdAs(session_.get(), buffer->memory->fd(), v1::REGION_KIND_HOST_MEMFD,
-                               static_cast<int64_t>(size), "arbiter client staging", &region);
-  if (!why->ok()) {
-    if (SessionForgotten(*why)) {
+  const grpc::Status registered =
+      client_->RegisterFdAs(session_.get(), buffer->memory->fd(), v1::REGION_KIND_HOST_MEMFD,
+                            static_cast<int64_t>(size), "arbiter client staging", &region);
+  if (!registered.ok()) {
+    if (SessionForgotten(registered)) {
       session_.reset();  // the next call opens a new one
-    } else if (why->error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    } else if (registered.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
       too_large_ = std::min(too_large_, bytes);  // over this process's quota: such calls go as bytes
-    } else if (RefusesHostMemory(*why)) {
+    } else if (RefusesHostMemory(registered)) {
       off_ = true;
     }
     return nullptr;

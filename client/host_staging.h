@@ -60,13 +60,12 @@ class HostStaging {
                                      v1::MatmulResponse* response);
 
   int64_t staged_calls() const;  // Matmuls that went staged, retries not counted twice
-  bool off() const;              // the daemon took no host memory of ours
 
  private:
   struct Buffer;
   // A free buffer of at least `bytes` on the current session, made or grown as
-  // needed and marked busy; null when none can be had (*why says so).
-  Buffer* Acquire(size_t bytes, grpc::Status* why);
+  // needed and marked busy; null when none can be had.
+  Buffer* Acquire(size_t bytes);
   void Release(Buffer* buffer);
   // The daemon forgot `buffer`'s session: drop the session and its buffers.
   void Forget(Buffer* buffer);
